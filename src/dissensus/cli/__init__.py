@@ -69,6 +69,7 @@ from dissensus.cli.common import (
     EXIT_USAGE,
     INTERRUPT_SAID,
     STOP_SIGNALS,
+    mark_command_start,
     quoted,
     shown,
     shown_message,
@@ -246,6 +247,7 @@ def main(argv: list[str] | None = None, *, held: frozenset[int] = frozenset()) -
     ``held``: signals blocked by the caller until the CLI's handlers are in place (see
     :mod:`dissensus.__main__`); they are unblocked then.
     """
+    mark_command_start()  # progress clocks count from here
     INTERRUPT_SAID.clear()
     _SIGNALLED.clear()
     _closed_streams()

@@ -19,7 +19,12 @@ Choices this module makes:
   review's excerpts) is a field: one line.
 * **One progress switch.** A bar is drawn on standard error when it is a terminal or
   ``$DISSENSUS_PROGRESS=1`` (:func:`progress_enabled`); :class:`Bar` is the one bar
-  every command uses.
+  every command uses. On a standard error that is no terminal it is plain lines, one
+  every :data:`LINE_EVERY_S` seconds said by a timer thread whether or not anything
+  advanced (the main thread may be inside a model load or an embedding for a minute),
+  and one at the end. Its clock counts from the command's start
+  (:func:`mark_command_start`, which the CLI's entry point calls), not from when the
+  bar appears after the command's first reads.
 * **Paths are checked before anything is read or written** (:func:`check_outputs`,
   which every command runs on all its output paths): an output that is a directory, in
   a missing directory or not writable, or that cannot be created where the folder's
@@ -75,9 +80,10 @@ import signal
 import sqlite3
 import stat
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, TypeVar
@@ -89,10 +95,12 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TaskID,
     TextColumn,
-    TimeElapsedColumn,
 )
+from rich.text import Text
 
 from dissensus.errors import InputError
 from dissensus.files import file_kind, same_file
@@ -126,11 +134,13 @@ __all__ = [
     "check_output_path",
     "check_outputs",
     "check_run_input",
+    "command_started",
     "count_lines",
     "err_console",
     "exit_for",
     "has_control",
     "load_json_file",
+    "mark_command_start",
     "number_in",
     "out_console",
     "output_handle",
@@ -611,49 +621,149 @@ def progress_enabled(enabled: bool = True) -> bool:
 LINE_EVERY_S = 5.0
 """Seconds between two progress lines when standard error is not a terminal."""
 
+TICK_MIN_S = 0.05
+"""Shortest wait of the timer that says progress lines (whatever the interval)."""
+
+_COMMAND_STARTED = [time.monotonic()]
+
+
+def mark_command_start(at: float | None = None) -> None:
+    """Note when the command started (:func:`time.monotonic`; default: now): a progress
+    bar's clock counts from there, not from when the bar appears."""
+    _COMMAND_STARTED[0] = time.monotonic() if at is None else at
+
+
+def command_started() -> float:
+    """When the command started (:func:`mark_command_start`; else when the CLI loaded)."""
+    return _COMMAND_STARTED[0]
+
+
+def _clock(seconds: float) -> str:
+    whole = max(int(seconds), 0)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
 
 class _Lines:
     """Progress as plain lines on a standard error that is not a terminal (a log, a CI
     job, a pipe: ``$DISSENSUS_PROGRESS=1``), where a bar cannot be redrawn: one line
-    every :data:`LINE_EVERY_S` seconds and one at the end, ``description: done/total
-    (pct) elapsed``."""
+    every ``every`` seconds (:data:`LINE_EVERY_S`), whether or not anything advanced
+    (:meth:`tick`, called by a timer thread of the :class:`Bar`), and one at the end,
+    ``description: done/total (pct) elapsed``; the elapsed time counts from the
+    command's start (:func:`command_started`). A bar with nothing counted and no total
+    (a phase, such as reading a journal) says ``description: elapsed``."""
 
-    def __init__(self, description: str, total: float | None) -> None:
+    def __init__(
+        self,
+        description: str,
+        total: float | None,
+        *,
+        every: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        started: float | None = None,
+        write: Callable[[str], object] | None = None,
+    ) -> None:
         self.description, self.total, self.done = description, total, 0.0
-        self._start = self._last = time.monotonic()
+        self.every = LINE_EVERY_S if every is None else every
+        self._clock = clock
+        self._start = command_started() if started is None else started
+        self._last = clock()
+        self._write = write
+        self._lock = threading.Lock()
 
     def advance(self, n: float) -> None:
-        self.done += n
-        if time.monotonic() - self._last >= LINE_EVERY_S:
-            self.say()
+        with self._lock:
+            self.done += n
+        self.tick()
 
     def update(self, description: str | None, completed: float | None, total: float | None) -> None:
-        self.description = description if description is not None else self.description
-        self.done = completed if completed is not None else self.done
-        self.total = total if total is not None else self.total
-        if time.monotonic() - self._last >= LINE_EVERY_S:
-            self.say()
+        with self._lock:
+            self.description = description if description is not None else self.description
+            self.done = completed if completed is not None else self.done
+            self.total = total if total is not None else self.total
+        self.tick()
+
+    def due_in(self) -> float:
+        """Seconds until the next line is due (0 when it is)."""
+        return max(self._last + self.every - self._clock(), 0.0)
+
+    def tick(self) -> bool:
+        """Say a line if one is due (``every`` seconds since the last); whether it did."""
+        with self._lock:
+            if self._clock() - self._last < self.every:
+                return False
+            self._say()
+            return True
 
     def say(self) -> None:
-        self._last = time.monotonic()
-        elapsed = int(self._last - self._start)
-        share = f" ({self.done / self.total:.0%})" if self.total else ""
-        of = f"/{self.total:,.0f}" if self.total is not None else ""
-        sys.stderr.write(
-            f"{self.description}: {self.done:,.0f}{of}{share} "
-            f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}\n"
-        )
+        with self._lock:
+            self._say()
+
+    def _say(self) -> None:
+        self._last = self._clock()
+        elapsed = _clock(self._last - self._start)
+        if self.total is None and not self.done:
+            line = f"{self.description}: {elapsed}\n"
+        else:
+            share = f" ({self.done / self.total:.0%})" if self.total else ""
+            of = f"/{self.total:,.0f}" if self.total is not None else ""
+            line = f"{self.description}: {self.done:,.0f}{of}{share} {elapsed}\n"
+        if self._write is not None:
+            self._write(line)
+            return
+        sys.stderr.write(line)
         sys.stderr.flush()
+
+
+class _Ticker:
+    """A daemon thread that says a :class:`_Lines` line whenever one is due, so lines
+    keep coming every few seconds while the main thread is busy (an embedding model
+    loading or computing, a long read of the journal) and nothing advances."""
+
+    def __init__(self, lines: _Lines) -> None:
+        self._lines = lines
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dissensus-progress", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(max(self._lines.due_in(), TICK_MIN_S)):
+            with suppress(OSError, ValueError):  # standard error gone: the command says so
+                self._lines.tick()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=1.0)
+
+
+class _SinceCommand(ProgressColumn):
+    """The time since the command started (a bar's own clock starts with the bar)."""
+
+    def render(self, task: Task) -> Text:
+        return Text(_clock(time.monotonic() - command_started()), style="progress.elapsed")
 
 
 class Bar:
     """One progress bar on standard error (a no-op when bars are off; plain lines when
-    standard error is not a terminal but ``$DISSENSUS_PROGRESS=1`` asks for progress)."""
+    standard error is not a terminal but ``$DISSENSUS_PROGRESS=1`` asks for progress).
+    Its clock counts from the command's start. ``announce``: with plain lines, say the
+    first line at once (a phase that is silent otherwise: resume reading its journal)."""
 
-    def __init__(self, description: str, *, total: int | None = None, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        description: str,
+        *,
+        total: int | None = None,
+        enabled: bool = True,
+        announce: bool = False,
+    ) -> None:
         self._progress: Progress | None = None
         self._task: TaskID | None = None
         self._lines: _Lines | None = None
+        self._ticker: _Ticker | None = None
+        self._announce = announce
         if progress_enabled(enabled) and not err_console.is_terminal:
             self._lines = _Lines(description, total)
         elif progress_enabled(enabled):
@@ -661,7 +771,7 @@ class Bar:
                 TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                TimeElapsedColumn(),
+                _SinceCommand(),
             ]
             self._progress = Progress(*columns, console=err_console, transient=True)
             self._task = self._progress.add_task(description, total=total)
@@ -689,11 +799,18 @@ class Bar:
     def __enter__(self) -> Bar:
         if self._progress is not None:
             self._progress.start()
+        if self._lines is not None:
+            if self._announce:
+                self._lines.say()
+            self._ticker = _Ticker(self._lines)
+            self._ticker.start()
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if self._ticker is not None:
+            self._ticker.stop()
         if self._lines is not None and kind is None:
             self._lines.say()
         if self._progress is not None:

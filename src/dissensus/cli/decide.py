@@ -58,6 +58,20 @@ Choices this module makes:
   given the same empty variable would find.
 * Panel ids seen twice in one input are warned about (one line per id, and a count in
   the summary); both records are kept, distinguished by their line.
+* **Memory does not grow with the run.** Each record is written (``--output``,
+  ``--json``) as the run loop hands it out, and the summary (also a deadline's) is kept
+  as counts (:class:`~dissensus.cli.run_summary.RunTally`: the first 20 records, the
+  counts by action, the first escalated case, the follow-ups' causes), never as the
+  records. What stays per case is a 16-byte digest of its panel id (:func:`id_key`),
+  to find ids seen twice: about 90 bytes a case, against about 2,800 for a record. A
+  run that starts or resumes reads the records a human resolved (they replace the
+  pipeline's: :func:`~dissensus.pipeline.review.resolved_records`), not every
+  journalled record; a finished run's replay streams its records from the journal
+  (:mod:`dissensus.pipeline.batch`). The output is the same, in the same order.
+* **Progress** (``$DISSENSUS_PROGRESS=1`` or a terminal): the bar says how many of a
+  window's texts are embedded (:class:`_EmbeddingProgress`, told the count by the
+  prefetch before its first call), plain lines come on a timer
+  (:class:`~dissensus.cli.common.Bar`), and the clock counts from the command's start.
 * ``--json`` output cut short by a closed pipe (``| head -1``) exits 0 silently.
 """
 
@@ -104,11 +118,25 @@ if TYPE_CHECKING:
     from dissensus.store.journal import Journal
 from dissensus.cli.interrupts import Interrupted, interruptible
 from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal
-from dissensus.cli.run_summary import audits_of, journal_option, print_summary, shift_off_of
+from dissensus.cli.run_summary import (
+    RunTally,
+    audits_of,
+    journal_option,
+    print_summary,
+    shift_off_of,
+)
 
 
 class _EmbeddingProgress:
-    """An embedding backend that embeds in small chunks and reports each on the bar."""
+    """An embedding backend that reports on the bar how many texts are embedded.
+
+    The run's prefetch says first how many texts it will embed
+    (:meth:`will_embed`, :mod:`dissensus.pipeline.runtime`), then embeds them in calls of
+    :data:`~dissensus.pipeline.runtime.EMBED_CHUNK`: the bar says ``embedding D/N
+    texts``, ``D`` counting across those calls, from before the first call (which may
+    load the model) until the N-th text is embedded. A call outside a prefetch (a live
+    re-ask's answers) is shown only when it is longer than :attr:`CHUNK` texts, which it
+    embeds in parts."""
 
     CHUNK = 32
 
@@ -117,16 +145,37 @@ class _EmbeddingProgress:
         self._bar = bar
         self._label = label
         self.name = inner.name
+        self._planned = 0
+        self._done = 0
+
+    def _show(self, done: int, planned: int) -> None:
+        self._bar.update(description=self._label(f"embedding {done:,}/{planned:,} texts"))
+
+    def will_embed(self, count: int) -> None:
+        """The next ``count`` texts embedded are one prefetch's: count them together."""
+        self._planned, self._done = count, 0
+        if count:
+            self._show(0, count)
 
     def embed(self, texts: Sequence[str]) -> Any:
         import numpy as np
 
         items = list(texts)
+        if self._planned:
+            self._show(self._done, self._planned)
+            vectors = self._inner.embed(items)
+            self._done += len(items)
+            if self._done >= self._planned:
+                self._planned = self._done = 0
+                self._bar.update(description=self._label(""))
+            else:
+                self._show(self._done, self._planned)
+            return vectors
         if len(items) <= self.CHUNK:
             return self._inner.embed(items)
         parts = []
         for start in range(0, len(items), self.CHUNK):
-            self._bar.update(description=self._label(f"embedding {start}/{len(items)} texts"))
+            self._show(start, len(items))
             parts.append(
                 np.asarray(self._inner.embed(items[start : start + self.CHUNK]), dtype=np.float64)
             )
@@ -196,13 +245,19 @@ def _backend_factory(
 
 async def _drain(
     records: AsyncIterator[CaseRecord], *, emit: Callable[[CaseRecord], None], bar: Bar
-) -> list[CaseRecord]:
-    out: list[CaseRecord] = []
+) -> None:
+    """Hand each record to ``emit`` as it comes; none is kept."""
     async for record in records:
         emit(record)
-        out.append(record)
         bar.advance()
-    return out
+
+
+def id_key(panel_id: str) -> bytes:
+    """What duplicate detection keeps of a panel id: a 16-byte digest, whatever the
+    id's length (two ids share one with a chance of about 2^-128)."""
+    import hashlib
+
+    return hashlib.blake2b(panel_id.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _emitter(
@@ -303,14 +358,14 @@ def run_and_report(
     from dissensus.io.jsonl import RejectSink
     from dissensus.pipeline.audit import run_acceptance
     from dissensus.pipeline.batch import DeadlineReached
-    from dissensus.pipeline.engine import followup_tally
-    from dissensus.pipeline.review import final_records
+    from dissensus.pipeline.review import resolved_records
     from dissensus.store.errors import JournalDamaged, JournalError, JournalReadOnly
 
-    resolved = {r.line: r for r in final_records(journal, run_id) if r.resolution is not None}
-    seen: dict[str, int] = {}
-    duplicates: list[str] = []
-    finished: list[CaseRecord] = []  # what a deadline leaves to show in human mode
+    # Only the cases a human resolved are held (their records replace the pipeline's).
+    resolved = resolved_records(journal, run_id)
+    seen: set[bytes] = set()  # each panel id's digest: the one thing kept per case
+    duplicates: set[bytes] = set()
+    tally = RunTally()  # what the summary needs, also of a run a deadline stops
     try:
         with (
             interruptible() as complete,
@@ -322,19 +377,18 @@ def run_and_report(
             emit_one = _emitter(json_out, handle, resolved)
 
             def emit(record: CaseRecord) -> None:
-                if record.id in seen:
-                    if seen[record.id] == 1:
-                        duplicates.append(record.id)
-                        err_console.print(
-                            f"warning: panel id {quoted(record.id)} appears more than once (line {record.line})"
-                        )
-                    seen[record.id] += 1
-                else:
-                    seen[record.id] = 1
-                finished.append(emit_one(record))
+                key = id_key(record.id)
+                if key not in seen:
+                    seen.add(key)
+                elif key not in duplicates:
+                    duplicates.add(key)
+                    err_console.print(
+                        f"warning: panel id {quoted(record.id)} appears more than once (line {record.line})"
+                    )
+                tally.add(emit_one(record))
 
-            async def decided() -> list[CaseRecord]:
-                out = await _drain(
+            async def decided() -> None:
+                await _drain(
                     _records(
                         journal,
                         run_id,
@@ -349,10 +403,8 @@ def run_and_report(
                     bar=bar,
                 )
                 complete()  # every record is out: a signal no longer stops the run
-                return out
 
-            records = asyncio.run(decided())
-            records = [resolved.get(r.line, r) for r in records]
+            asyncio.run(decided())
     except Interrupted:
         return said_interrupted(journal, run_id)
     except OutputWriteError as exc:
@@ -360,9 +412,9 @@ def run_and_report(
     except DeadlineReached:
         # The cases finished before the deadline are shown as a finished run's are (the
         # JSONL has them already); the error line that follows names the resume command.
-        if not json_out and finished:
+        if not json_out and tally.n:
             with suppress(OutputWriteError):
-                print_summary(finished, sink.count, run_id, journal.path, len(duplicates))
+                print_summary(tally, sink.count, run_id, journal.path, len(duplicates))
         raise
     except BrokenPipeError:
         # Standard output was closed (``| head -1``): exit 0 as for every command, but the
@@ -391,7 +443,7 @@ def run_and_report(
     if not json_out:
         try:
             print_summary(
-                records,
+                tally,
                 sink.count,
                 run_id,
                 journal.path,
@@ -413,9 +465,9 @@ def run_and_report(
         stopped = state.words()
         if stopped is not None:
             err_console.print(f"warning: {shown(stopped)}", soft_wrap=True)
-    tally = followup_tally(records)
-    cause = tally.every_one_failed()
-    if cause is None and (some := tally.warning()) is not None:
+    followups = tally.followups.tally
+    cause = followups.every_one_failed()
+    if cause is None and (some := followups.warning()) is not None:
         # Some follow-ups failed (a model server that went away mid-run): exit 0 as
         # documented, but not in silence.
         err_console.print(f"warning: {shown(some)}", soft_wrap=True)

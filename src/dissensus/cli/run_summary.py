@@ -11,19 +11,23 @@ import os
 import shutil
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from dissensus.cli.common import out_console, shown
 
 if TYPE_CHECKING:
     from dissensus.pipeline.audit import RunAcceptance
+    from dissensus.pipeline.learned import AcceptanceFigures
     from dissensus.pipeline.records import CaseRecord
     from dissensus.store.journal import Journal
     from dissensus.types import JsonObject
 
 __all__ = [
     "DECIDE_LEGEND",
+    "SHOWN_RECORDS",
     "STATE_LEGEND",
+    "RunTally",
     "audit_words",
     "audits_of",
     "journal_option",
@@ -51,8 +55,56 @@ def journal_option(target: str) -> str:
     return option(target)
 
 
+SHOWN_RECORDS = 20
+"""Records the summary lists (the first ones, in input order); the rest are counted."""
+
+
+class RunTally:
+    """What a run's summary needs, gathered one record at a time (in input order):
+    counts, the first :data:`SHOWN_RECORDS` records, the first escalated case's review
+    id, the first acceptance figures and the follow-ups' counts and distinct causes.
+    Nothing is kept per case beyond the listed records, so a run of any size is
+    summarised in the same memory."""
+
+    def __init__(self) -> None:
+        from dissensus.pipeline.engine import FollowupCounter
+
+        self.n = 0
+        self.auto = 0
+        self.escalated = 0
+        self.first_review: str | None = None
+        self.learned = False
+        self.actions: Counter[str] = Counter()
+        self.shown: list[CaseRecord] = []
+        self.figures: AcceptanceFigures | None = None
+        self.followups = FollowupCounter()
+
+    def add(self, record: CaseRecord) -> None:
+        self.n += 1
+        self.auto += record.auto
+        self.actions[record.action] += 1
+        if record.action == "escalate" and record.decision is None:
+            self.escalated += 1
+            if self.first_review is None:
+                self.first_review = record.review_id
+        self.learned = self.learned or record.basis == "learned"
+        if len(self.shown) < SHOWN_RECORDS:
+            self.shown.append(record)
+        if self.figures is None and record.acceptance is not None:
+            self.figures = record.acceptance
+        self.followups.add(record)
+
+    @classmethod
+    def of(cls, records: Iterable[CaseRecord]) -> RunTally:
+        """The tally of ``records`` (in input order)."""
+        tally = cls()
+        for record in records:
+            tally.add(record)
+        return tally
+
+
 def print_summary(
-    records: list[CaseRecord],
+    records: RunTally,
     rejected: int,
     run_id: str,
     journal: str,
@@ -64,15 +116,12 @@ def print_summary(
 ) -> None:
     """Print the run's summary: its first records, the counts, what its decisions rest on
     (the guarantee, the audits, the shift check) and how to review what it escalated."""
-    from dissensus.pipeline.engine import followup_tally
     from dissensus.pipeline.learned import guarantee_sentence
     from dissensus.pipeline.shift import shift_words
 
-    actions = Counter(r.action for r in records)
-    auto = sum(r.auto for r in records)
-    escalated = [r for r in records if r.action == "escalate" and r.decision is None]
+    tally = records
     out_console.print(f"run {run_id}  journal {shown(journal)}")
-    shown_records = records[:20]
+    shown_records = tally.shown
     ids = [shown(r.id) for r in shown_records]
     width = max((len(i) for i in ids), default=0)
     for rid, r in zip(ids, shown_records, strict=True):
@@ -83,34 +132,30 @@ def print_summary(
             else f"review {r.review_id}"
         )
         out_console.print(f"{rid:<{width}}  {r.state}  {flow:<28} {outcome}", soft_wrap=True)
-    if len(records) > len(shown_records):
+    if tally.n > len(shown_records):
         out_console.print(
-            f"... {len(records) - len(shown_records)} more case(s) (use --json for every record)"
+            f"... {tally.n - len(shown_records)} more case(s) (use --json for every record)"
         )
-    if records:
+    if tally.n:
         out_console.print(STATE_LEGEND, soft_wrap=True)
         out_console.print(DECIDE_LEGEND, soft_wrap=True)
-    n = len(records)
+    n, auto = tally.n, tally.auto
     share = f" ({auto / n:.0%})" if n else ""
     out_console.print(
-        f"{n} case(s): {auto} decided automatically{share}, {len(escalated)} waiting for review"
+        f"{n} case(s): {auto} decided automatically{share}, {tally.escalated} waiting for review"
         + (f", {rejected} rejected line(s)" if rejected else "")
         + (f", {duplicates} duplicate panel id(s)" if duplicates else "")
-        + (
-            f", {failed} model follow-up(s) failed"
-            if (failed := followup_tally(records).failed)
-            else ""
-        )
+        + (f", {failed} model follow-up(s) failed" if (failed := tally.followups.failed) else "")
     )
-    out_console.print("by action: " + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())))
-    figures = next((r.acceptance for r in records if r.acceptance is not None), None)
+    out_console.print(
+        "by action: " + ", ".join(f"{k} {v}" for k, v in sorted(tally.actions.items()))
+    )
+    figures = tally.figures
     stopped = acceptance.words() if acceptance is not None else None
     # The guarantee speaks for learned acceptance's commits: a held run made none, and a
     # suspended one only where a stratum was still free.
     speaks = stopped is None or (
-        acceptance is not None
-        and acceptance.held is None
-        and any(r.basis == "learned" for r in records)
+        acceptance is not None and acceptance.held is None and tally.learned
     )
     if stopped is not None:
         out_console.print(shown(stopped), soft_wrap=True)
@@ -125,13 +170,13 @@ def print_summary(
         out_console.print(shift_words(shift), soft_wrap=True)
     if shift_off is not None:
         out_console.print(shift_off, soft_wrap=True)
-    if escalated:
+    if tally.escalated:
         program = program_name()
         out_console.print("review them:")
         where = shown(journal_option(journal))
         out_console.print(f"  {program} review list{where}", soft_wrap=True)
         out_console.print(
-            f"  {program} review show {shown(escalated[0].review_id)}{where}", soft_wrap=True
+            f"  {program} review show {shown(tally.first_review)}{where}", soft_wrap=True
         )
 
 

@@ -28,6 +28,7 @@ from dissensus.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     INTERRUPT_SAID,
+    Bar,
     check_output_path,
     count_lines,
     err_console,
@@ -394,7 +395,9 @@ def _resume(
     target = journal_path(journal)
     with opened_journal(target) as store:
         store.run(run_id)
-        check_resumable(store, run_id)
+        # Verifying the run's chain reads every event it has: said, and timed, as it goes.
+        with Bar(f"resuming run {shown(run_id)}: reading the journal", announce=True):
+            check_resumable(store, run_id)
         started = store.get(run_id, "run/started")
         source = started.payload["input"] if started else {}
         path = source.get("path")

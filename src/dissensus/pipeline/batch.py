@@ -50,7 +50,9 @@ Choices this module makes:
   when not zero).
 * **A finished run stays finished.** :func:`execute_run` replays a finished run from the
   journal (each line's ``case.record`` or ``input.rejected``): no lease, no executor, no
-  deadline, nothing appended. Nothing of a run's execution ever follows its
+  deadline, nothing appended. The records are read :data:`REPLAY_PART` at a time and
+  handed out as they are read (sequence order is input order: cases are journalled in
+  input order), so a replay holds a part of the run, never all of it. Nothing of a run's execution ever follows its
   ``run.finished``: the loop looks again once it holds the run's lease (the holder it
   waited for may have finished the run), and only the lease's holder executes a run, so
   the run cannot end under it; a deadline's ``run.stopped`` is refused for a finished
@@ -591,15 +593,27 @@ def check_not_busy(journal: Journal, run_id: str) -> None:
         raise RunBusy(f"run {run_id} is being resumed by pid {holder.pid} (host {holder.host})")
 
 
+REPLAY_PART = 256
+"""Records a finished run's replay reads per query (:func:`_replay`)."""
+
+
 def _replay(
     journal: Journal, run_id: str, on_reject: Callable[[Reject], None] | None
-) -> list[CaseRecord]:
+) -> Iterator[CaseRecord]:
     """A finished run's records in input order (its rejects reported first), from the
-    journal alone: each case's ``case.record`` and each line's ``input.rejected``."""
+    journal alone: each case's ``case.record`` and each line's ``input.rejected``.
+
+    The records are read :data:`REPLAY_PART` events at a time and handed out as they are
+    read, never held together: the run loop journals its cases' records in input order
+    (a block's cases in order, the blocks in order, on every executor), so sequence
+    order is input order."""
     rejects = [e.read_as(Reject) for e in journal.events(run_id, type=ev.INPUT_REJECTED)]
     _report(sorted(rejects, key=lambda r: r.line), on_reject)
-    records = [e.read_as(CaseRecord) for e in journal.events(run_id, type=ev.CASE_RECORD)]
-    return sorted(records, key=lambda r: r.line)
+    after = -1  # sequence numbers start at 0
+    while part := journal.events_after(run_id, after, REPLAY_PART, type=ev.CASE_RECORD):
+        after = part[-1].seq
+        for event in part:
+            yield event.read_as(CaseRecord)
 
 
 class _Done:

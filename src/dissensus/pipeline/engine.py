@@ -110,6 +110,7 @@ from dissensus.store.journal import NewEvent
 from dissensus.types import AgentOutput, Panel, Usage, trusted
 
 __all__ = [
+    "FollowupCounter",
     "FollowupTally",
     "decide_case",
     "decide_case_events",
@@ -770,15 +771,30 @@ class FollowupTally:
         )
 
 
+class FollowupCounter:
+    """:func:`followup_tally` one record at a time (given in input order), holding counts
+    and the distinct causes, never the records: what a run's summary keeps as it goes."""
+
+    def __init__(self) -> None:
+        self.attempted = self.failed = self.to_review = 0
+        self.causes: dict[str, None] = {}
+
+    def add(self, record: CaseRecord) -> None:
+        tried, cause = followup_outcome(record)
+        self.attempted += tried
+        if cause is not None:
+            self.failed += 1
+            self.to_review += record.action == "escalate"
+            self.causes.setdefault(cause)
+
+    @property
+    def tally(self) -> FollowupTally:
+        return FollowupTally(self.attempted, self.failed, self.to_review, tuple(self.causes))
+
+
 def followup_tally(records: Iterable[CaseRecord]) -> FollowupTally:
     """Count the model follow-ups of ``records`` (in input order)."""
-    attempted = failed = to_review = 0
-    causes: dict[str, None] = {}
+    counter = FollowupCounter()
     for record in sorted(records, key=lambda r: r.line):
-        tried, cause = followup_outcome(record)
-        attempted += tried
-        if cause is not None:
-            failed += 1
-            to_review += record.action == "escalate"
-            causes.setdefault(cause)
-    return FollowupTally(attempted, failed, to_review, tuple(causes))
+        counter.add(record)
+    return counter.tally

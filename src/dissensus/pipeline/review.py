@@ -117,6 +117,7 @@ __all__ = [
     "reopen",
     "resolution_event",
     "resolve",
+    "resolved_records",
     "review_entries",
     "reviewer_name",
     "reviewer_name_problem",
@@ -849,6 +850,36 @@ class FinalRecords:
                 if derived is not None and standing is not None and standing.seq == seq:
                     records[case] = derived if self._whole else sys.intern(str(derived.action))
         return records
+
+
+def resolved_records(journal: Journal, run_id: str) -> dict[int, CaseRecord]:
+    """Line -> the run's record in its resolved form, for the cases a human's resolution
+    stands on (what :func:`final_records` gives them), read from the review and
+    resolution events alone: the run's ``case.record`` events are not read, so this
+    holds one record per resolved case, never one per case of the run."""
+    changes = [
+        *journal.events(run_id, type=ev.CASE_RESOLVED),
+        *journal.events(run_id, type=REVIEW_REOPENED),
+    ]
+    records: dict[str, CaseRecord] = {}
+    resolved: set[str] = set()
+    for event in sorted(changes, key=lambda e: e.seq):
+        case = str(event.case)
+        if event.type == REVIEW_REOPENED:
+            if case.isdigit() and journal.get(run_id, f"case/{case}/record") is not None:
+                records.pop(case, None)  # the pipeline's record again
+            resolved.discard(case)
+        else:
+            records[case] = event.read_as(CaseRecord)
+            resolved.add(case)
+    for event in journal.events(run_id, type=ev.REVIEW_RESOLVED):
+        case = str(event.case)
+        if case not in resolved and case.isdigit():
+            standing = _resolution_event(journal, run_id, int(case))
+            derived = _derived(journal, run_id, int(case))
+            if derived is not None and standing is not None and standing.seq == event.seq:
+                records[case] = derived
+    return {r.line: r for r in records.values() if r.resolution is not None}
 
 
 def final_records(journal: Journal, run_id: str) -> list[CaseRecord]:

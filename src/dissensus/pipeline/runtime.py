@@ -29,7 +29,9 @@ starts once it has passed (:attr:`Runtime.stop_at`, checked by the durable layer
 an attempt is journalled as sent). The calls stay on the loop's thread: an interrupt
 (SIGINT, SIGTERM) lands in the embedding and stops it at once, and nothing is left
 embedding once the run has stopped (a process exiting while a torch model computes on a
-thread of its own aborts).
+thread of its own aborts). Before a window's first call, a backend with a
+``will_embed(count)`` method is told how many texts the window embeds, so that
+``decide``'s progress counts them across the calls (``embedding 64/900 texts``).
 """
 
 from __future__ import annotations
@@ -91,7 +93,9 @@ class PrefetchedBackend:
     :meth:`prefetch` embeds texts through ``inner`` in one call (:meth:`aprefetch`: in
     calls of :data:`EMBED_CHUNK` texts, letting the event loop run between them) and
     keeps their rows (the last two prefetched batches); :meth:`embed` returns kept rows
-    and embeds only the texts it does not hold. Readings name ``inner``'s model.
+    and embeds only the texts it does not hold. Readings name ``inner``'s model. An
+    ``inner`` with a ``will_embed(count)`` method is told, before a prefetch's first
+    call, how many texts it will embed (progress counts them across the calls).
     """
 
     def __init__(self, inner: EmbeddingBackend) -> None:
@@ -122,10 +126,18 @@ class PrefetchedBackend:
     def _keep(self, batch: dict[str, Vectors]) -> None:
         self._previous, self._current = self._current, batch
 
+    def _will_embed(self, count: int) -> None:
+        """Tell ``inner`` how many texts the prefetch embeds, when it wants to know (a
+        ``will_embed(count)`` method: ``decide``'s progress counts them across calls)."""
+        told = getattr(self.inner, "will_embed", None)
+        if callable(told):
+            told(count)
+
     def prefetch(self, texts: Sequence[str]) -> None:
         """Embed ``texts`` not held yet, in one call, and keep them as the newest batch."""
         batch, missing = self._split(texts)
         if missing:
+            self._will_embed(len(missing))
             batch.update(zip(missing, self._embed(missing), strict=True))
         self._keep(batch)
 
@@ -135,6 +147,8 @@ class PrefetchedBackend:
         ``stop_at`` (:class:`PastDeadline`). Stopped, it keeps nothing of ``texts``."""
         batch, missing = self._split(texts)
         loop = asyncio.get_running_loop()
+        if missing:
+            self._will_embed(len(missing))
         for start in range(0, len(missing), EMBED_CHUNK):
             if start:
                 await asyncio.sleep(0)

@@ -388,12 +388,15 @@ class Journal:
             return iter(())
         return self._log.read(run_id, type=type, case=case)
 
-    def events_after(self, run_id: str, after: int, limit: int) -> list[Event]:
-        """At most ``limit`` of the run's events after sequence number ``after``, in
-        sequence order (a long read in parts: each part a query of its own)."""
+    def events_after(
+        self, run_id: str, after: int, limit: int, *, type: str | None = None
+    ) -> list[Event]:
+        """At most ``limit`` of the run's events after sequence number ``after`` (of
+        ``type`` only, when given), in sequence order (a long read in parts: each part a
+        query of its own)."""
         if run_id in self._deferred:
             return []
-        return self._log.read_after(run_id, after, limit)
+        return self._log.read_after(run_id, after, limit, type=type)
 
     def get(self, run_id: str, key: str) -> Event | None:
         """The event stored under ``key``, if any."""

@@ -378,15 +378,24 @@ class SQLEventLog:
             last = page[-1]["seq"]
             page = self._event_rows(f"{sql} AND seq > ? ORDER BY seq LIMIT {PAGE}", [*args, last])
 
-    def read_after(self, run_id: str, after: int, limit: int) -> list[Event]:
-        """At most ``limit`` of the run's events whose sequence number is above ``after``,
-        in sequence order: one part of a long read (an export read a part at a time)."""
+    def read_after(
+        self, run_id: str, after: int, limit: int, *, type: str | None = None
+    ) -> list[Event]:
+        """At most ``limit`` of the run's events whose sequence number is above ``after``
+        (of ``type`` only, when given), in sequence order: one part of a long read (an
+        export read a part at a time)."""
         if not may_be_held(run_id):
             return []
-        rows = self._event_rows(
-            "SELECT * FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-            (run_id, after, limit),
-        )
+        if type is None:
+            sql = "SELECT * FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+            args: tuple[Any, ...] = (run_id, after, limit)
+        else:
+            sql = (
+                "SELECT * FROM events WHERE run_id = ? AND seq > ? AND type = ? "
+                "ORDER BY seq LIMIT ?"
+            )
+            args = (run_id, after, type, limit)
+        rows = self._event_rows(sql, args)
         return [event_from_row(row) for row in rows]
 
     def cases_with_events(self, run_id: str, cases: Sequence[str]) -> set[str]:
