@@ -146,6 +146,9 @@ def runs_show(
         # the error) and, from the same rows, everything shown but the event list.
         seen = _Seen(whole=json_out)
         verified = warn_if_altered(store, run_id, each=seen.add)
+        # The header as it stands once the rows are read (the check reads on to it): a
+        # run appended to meanwhile is shown as far as its rows were counted.
+        info = store.run(run_id) or info
         settled = seen.records.settle(store, run_id).values()
         acceptance = acceptance_of(seen.started, seen.suspensions)
         by_type = seen.by_type

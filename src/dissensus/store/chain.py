@@ -34,6 +34,17 @@ Choices this module makes:
   of the run is held but the event before the one being checked (and its seals, for
   their signatures), so a run of any length is verified in the same memory. A
   command that shows the run gathers what it shows from the same pass (``each``).
+* **Read to the head as it stands at the end.** The pages are separate queries, so a
+  run appended to while it is verified (a reviewer resolving, a decide running) gains
+  events the header read first does not count. The header is read again when the
+  pages end: if the run has moved on, the rows after the last one read are read too,
+  until the header stands still (at most :data:`CATCH_UP` times; a run still moving
+  then is compared with the last header read). Never capped at the first header's
+  count: rows forged beyond it are read and named.
+* **Every stored row is read.** Pages follow the sequence number, so a row whose
+  sequence number repeats another's (possible only once the table's key was dropped)
+  could fall between two pages unread; the run's rows are also counted, and a count
+  above the rows read in sequence order is a problem.
 * **Seals** are checked for what they describe (the run, the count and head before
   them) always, and for their signature only with a public key
   (:func:`~dissensus.store.seals.seal_status`).
@@ -59,7 +70,15 @@ if TYPE_CHECKING:
     from dissensus.signing import PublicKey
     from dissensus.store.log import SQLEventLog
 
-__all__ = ["MAX_PROBLEMS", "ChainCheck", "VerifyReport", "check_chain", "strict_loads", "verify"]
+__all__ = [
+    "CATCH_UP",
+    "MAX_PROBLEMS",
+    "ChainCheck",
+    "VerifyReport",
+    "check_chain",
+    "strict_loads",
+    "verify",
+]
 
 MAX_PROBLEMS = 20
 """Problems a verification lists one by one; any more are one line, ``and K more problems``."""
@@ -149,9 +168,12 @@ def strict_loads(text: str) -> Any:
         raise ValueError("nested too deeply to read") from None
 
 
-def check_chain(run_id: str, rows: Iterable[EventRow], head: RunHead) -> ChainCheck:
+def check_chain(
+    run_id: str, rows: Iterable[EventRow], head: RunHead | Callable[[], RunHead]
+) -> ChainCheck:
     """Recompute the chain of ``rows`` (the run's stored events in sequence order) and
-    compare it with the stored text, hashes and the run's header ``head``."""
+    compare it with the stored text, hashes and the run's header ``head`` (or the header
+    ``head()`` gives once the rows are read)."""
     out = ChainCheck()
     add = out.add
     prev = GENESIS
@@ -230,6 +252,8 @@ def check_chain(run_id: str, rows: Iterable[EventRow], head: RunHead) -> ChainCh
         prev = str(row["hash"])
         count += 1
     settle()
+    if callable(head):
+        head = head()
     if count != head.n_events:
         add(f"run header counts {head.n_events} events, journal holds {count}")
     if prev != head.head_hash:
@@ -246,6 +270,40 @@ def _passed_to(rows: Iterable[EventRow], each: Callable[[EventRow], None]) -> It
         yield row
 
 
+CATCH_UP = 100
+"""How many times a verification reads on after a run that moved while it was read."""
+
+
+class _ToHead:
+    """A run's rows read to its header as it stands once they are read (module
+    docstring): :meth:`rows` yields them, :meth:`head` is the header they end at, and
+    :attr:`stored` the run's rows counted at that header (``None`` if the run never
+    stood still)."""
+
+    def __init__(self, log: SQLEventLog, run_id: str) -> None:
+        self._log = log
+        self._run_id = run_id
+        self._head = log.head(run_id)
+        self.stored: int | None = None
+
+    def head(self) -> RunHead:
+        return self._head
+
+    def rows(self) -> Iterator[EventRow]:
+        log, run_id = self._log, self._run_id
+        last: Any = None  # the stored sequence number of the last row read
+        for _ in range(CATCH_UP):
+            for row in log.rows(run_id, after=last):
+                last = row["seq"]
+                yield row
+            now = log.head(run_id)
+            stored = log.count_rows(run_id)
+            if now == self._head and log.head(run_id) == now:
+                self.stored = stored  # counted while the header stood still
+                return
+            self._head = now
+
+
 def verify(
     log: SQLEventLog,
     run_id: str,
@@ -258,12 +316,17 @@ def verify(
     else the journal checks (its review index); with ``public_key``, check the seals.
     ``each`` is given every stored row as the check reads it, in sequence order (what
     a command shows of the run, gathered in the same pass)."""
-    head = log.head(run_id)
-    rows: Iterable[EventRow] = log.rows(run_id)
+    to_head = _ToHead(log, run_id)
+    rows: Iterable[EventRow] = to_head.rows()
     if each is not None:
         rows = _passed_to(rows, each)
-    found = check_chain(run_id, rows, head)
+    found = check_chain(run_id, rows, to_head.head)
     problems = list(found.problems)
+    if to_head.stored is not None and to_head.stored != found.n_events:
+        problems.append(
+            f"the journal holds {to_head.stored} events of the run, {found.n_events} "
+            "of them read in sequence order (a sequence number is held twice)"
+        )
     if more_problems is not None:
         problems.extend(more_problems(run_id))
     problems = _bounded(problems, found.more)

@@ -414,12 +414,25 @@ class SQLEventLog:
             found.update(str(r["case_ref"]) for r in rows)
         return found
 
-    def rows(self, run_id: str) -> Iterator[EventRow]:
+    def rows(self, run_id: str, *, after: Any = None) -> Iterator[EventRow]:
         """The run's stored rows in sequence order, as they are (for verification), read
-        a page at a time."""
+        a page at a time; with ``after`` (a stored sequence number, as stored), only the
+        rows after it."""
         if not may_be_held(run_id):
             return iter(())
-        return self._pages("SELECT * FROM events WHERE run_id = ?", (run_id,))
+        if after is None:
+            return self._pages("SELECT * FROM events WHERE run_id = ?", (run_id,))
+        return self._pages("SELECT * FROM events WHERE run_id = ? AND seq > ?", (run_id, after))
+
+    def count_rows(self, run_id: str) -> int:
+        """How many rows the journal holds for the run, whatever their sequence numbers."""
+        if not may_be_held(run_id):
+            return 0
+        with self._backend.errors():
+            rows = self._backend.rows(
+                "SELECT COUNT(*) AS n FROM events WHERE run_id = ?", (run_id,)
+            )
+        return int(rows[0]["n"])
 
     def get(self, run_id: str, key: str) -> Event | None:
         """The event stored under ``key``, if any."""
