@@ -9,6 +9,7 @@ from dissensus.llm.replay import request_key
 from dissensus.pipeline import Policy, decide
 from dissensus.pipeline.durable import CaseLog, UnreadableStep, call_digest, case_step
 from dissensus.pipeline.records import ReviewItem
+from dissensus.pipeline.review_form import journal_form
 from dissensus.pipeline.steps import GuardStep
 from dissensus.states import Reading, Route
 from dissensus.store import Journal
@@ -98,7 +99,13 @@ def test_a_step_holding_earlier_steps_journals_their_json_as_they_were_made() ->
     event = journal.get("run", "case/1/review")
     assert event is not None
     item = ReviewItem.model_validate(event.payload)
-    assert event.payload == item.model_dump(mode="json")
+    # The payload is the item's dump in its journal form: each reasoning once, in the panel.
+    assert event.payload == journal_form(item.model_dump(mode="json"))
+    assert all("reasoning" not in p for p in event.payload["positions"])
+    assert [p.reasoning for p in item.positions] == [
+        "Option 1 states the window.",
+        "Option 2 is faster.",
+    ]
     assert "gold" not in event.payload["panel"]["meta"]
     # The case's steps, read whole (case.steps leaves out what the item holds).
     for name in ("reading", "guard"):

@@ -284,27 +284,38 @@ class CaseLog:
         compute: Callable[[], M],
         *,
         json_fields: Collection[str] = (),
+        form: Callable[[JsonObject], JsonObject] | None = None,
     ) -> M:
         """The journalled ``step``, computing and appending it if missing (validated either way)."""
         found = self._stored(f"case/{self.ref}/{step}")
         if found is not None:
             return self._validated(step, model, found)
-        return self.append(step, type, model, compute(), json_fields=json_fields)
+        return self.append(step, type, model, compute(), json_fields=json_fields, form=form)
 
     def append(
-        self, step: str, type: str, model: type[M], value: M, *, json_fields: Collection[str] = ()
+        self,
+        step: str,
+        type: str,
+        model: type[M],
+        value: M,
+        *,
+        json_fields: Collection[str] = (),
+        form: Callable[[JsonObject], JsonObject] | None = None,
     ) -> M:
         """Buffer ``value`` under ``step`` (idempotent); the payload as it will be journalled,
         validated.
 
         ``json_fields`` names fields of ``value`` that hold JSON already (a mapping of JSON
-        values, which its dump would copy): the payload takes them as they are.
+        values, which its dump would copy): the payload takes them as they are. ``form``
+        makes the journalled payload from the value's JSON (e.g. a review item's
+        :func:`~dissensus.pipeline.review_form.journal_form`); ``model`` reads it back.
         """
         key = f"case/{self.ref}/{step}"
         stored = self._stored(key)
         if stored is None:
-            stored = self._dump(value, json_fields)
-            self._dumps[id(value)] = (value, stored)
+            dumped = self._dump(value, json_fields)
+            self._dumps[id(value)] = (value, dumped)
+            stored = form(dumped) if form is not None else dumped
             self._buffered[key] = stored
             self._pending.append(NewEvent(type, stored, key, self.ref))
             if value.__class__ is model:

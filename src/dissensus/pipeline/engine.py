@@ -94,6 +94,7 @@ from dissensus.pipeline.records import (
     ReviewItem,
     review_id_for,
 )
+from dissensus.pipeline.review_form import journal_form
 from dissensus.pipeline.runtime import MODEL_ENV, Runtime
 from dissensus.pipeline.steps import (
     AcceptanceStep,
@@ -481,6 +482,7 @@ async def _commit(case: _Case, **fields: Any) -> CaseRecord:
             ReviewItem,
             lambda: _audit_item(case, record),
             json_fields=_JSON_FIELDS,
+            form=journal_form,
         )
     return record
 
@@ -605,6 +607,7 @@ async def _escalate(case: _Case, why: str) -> CaseRecord:
         ReviewItem,
         lambda: _review_item(case, review_id, why),
         json_fields=_JSON_FIELDS,
+        form=journal_form,
     )
     case.path.append("escalate")
     assert case.reading is not None

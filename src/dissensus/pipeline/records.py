@@ -23,17 +23,21 @@ Choices this module makes:
   while the item itself, which its content hash binds, stays as journalled. A
   ``meta.options`` object (what ``convert`` writes) is journalled with its keys sorted,
   so its declared order lives in the item's own list, which that order reads.
+* A review item is journalled with each position's reasoning left out where the panel
+  beside it holds the same text, and read back whole
+  (:mod:`dissensus.pipeline.review_form`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dissensus.cases import shown_order
 from dissensus.dci.packet import DecisionPacket
 from dissensus.pipeline.learned import AcceptanceFigures
+from dissensus.pipeline.review_form import whole_form
 from dissensus.pipeline.steps import AcceptanceStep, ConcordStep, GuardStep
 from dissensus.states import Action, Reading, State
 from dissensus.states.routing import RuleId
@@ -163,6 +167,13 @@ class ReviewItem(BaseModel):
     """The acceptance stratum of an audited case (monitoring key, with ``acceptance_sha256``)."""
     acceptance_sha256: str | None = None
     """The acceptance file the audited run decided with, if any."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole(cls, data: Any) -> Any:
+        """A journalled item's positions with their reasonings put back from the panel
+        (:mod:`dissensus.pipeline.review_form`)."""
+        return whole_form(data)
 
     def shown_options(self) -> list[str]:
         """:attr:`options` in the order a reviewer is shown them, whenever the item was

@@ -18,6 +18,10 @@ Revisions:
 3. **Runs in listing order**: an index of ``runs`` on ``(created, run_id)``, so that a
    page of the runs (``runs list --limit``, ``GET /v1/runs``) costs the page, not the
    journal. Not needed to read.
+4. **Review items in their journal form**: no table changes; a journal at this revision
+   may hold review items whose positions leave their reasonings to the panel beside them
+   (:mod:`dissensus.pipeline.review_form`), which versions before it cannot read, so
+   they refuse it. Journals before it read as they are.
 
 Choices this module makes:
 
@@ -138,10 +142,16 @@ def _revision_3(dialect: Dialect) -> list[Statement]:
     return [(create_index(RUNS_CREATED, dialect), ())]
 
 
+def _revision_4(dialect: Dialect) -> list[Statement]:
+    """No statement: the revision marks the journal form of review items."""
+    return []
+
+
 REVISIONS: tuple[Revision, ...] = (
     Revision(1, "the 0.2 journal: runs, events, claims, review index, run locks", _revision_1),
     Revision(2, "revision history", _revision_2, needed_to_read=False),
     Revision(3, "runs in listing order", _revision_3, needed_to_read=False),
+    Revision(4, "review items with each reasoning held once", _revision_4, needed_to_read=False),
 )
 
 CURRENT = REVISIONS[-1].number
