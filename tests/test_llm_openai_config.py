@@ -155,14 +155,16 @@ def test_basic_credentials_are_scrubbed_from_errors_as_bearer_tokens_are() -> No
 
 
 class _EchoBasic(BaseHTTPRequestHandler):
-    """Answers a 401 quoting ``Basic`` credentials, as a proxy in front of a server may."""
+    """Answers ``status`` quoting ``Basic`` credentials, as a proxy in front of a server may."""
+
+    status: ClassVar[int] = 401
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         body = json.dumps(
             {"error": {"message": "bad credentials: Basic YWxpY2U6cEFzU3cwcmRYWVo="}}
         ).encode()
-        self.send_response(401)
+        self.send_response(self.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -172,8 +174,11 @@ class _EchoBasic(BaseHTTPRequestHandler):
         pass
 
 
-def test_a_401_quoting_basic_credentials_is_scrubbed() -> None:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _EchoBasic)
+@pytest.mark.parametrize("status", [401, 407])
+def test_a_refusal_quoting_basic_credentials_is_scrubbed(status: int) -> None:
+    """A 401's message is not shown at all; a 407's is, its ``Basic`` credentials scrubbed."""
+    handler = type("_Echo", (_EchoBasic,), {"status": status})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
@@ -195,8 +200,12 @@ def test_a_401_quoting_basic_credentials_is_scrubbed() -> None:
     finally:
         httpd.shutdown()
         httpd.server_close()
-    assert error.status == 401 and "bad credentials: [REDACTED]" in str(error)
-    assert "YWxp" not in str(error)
+    assert error.status == status and "YWxp" not in str(error)
+    if status == 401:
+        assert "the server refused the API key given as the api_key argument" in str(error)
+        assert "bad credentials" not in str(error)
+    else:
+        assert "bad credentials: [REDACTED]" in str(error)
 
 
 UNSENDABLE_KEYS = {
@@ -308,7 +317,8 @@ def test_a_401_echoing_a_short_key_does_not_show_it(
     assert server.faults["auth_error"] == 1  # the server did echo the key back
     # the client's own count ("after 1 attempt(s)") is not the key
     text = f"{caught.value} {caught.value.attempts}".replace("after 1 attempt(s)", "")
-    assert "Incorrect API key provided: [REDACTED]" in text
+    assert "HTTP 401: the server refused the API key in $OPENAI_API_KEY" in text
+    assert "Incorrect API key provided" not in text  # the server's message is not shown
     assert not _as_a_word(key, text), text
     if key == "1":
         assert "401" in str(caught.value)  # a number holding the key is left as it is
@@ -327,7 +337,7 @@ def test_the_cli_does_not_show_a_short_key_a_server_echoes(server: FakeServer) -
     )
     assert server.faults["auth_error"] >= 1
     shown = res.out + res.err
-    assert "Incorrect API key provided: [REDACTED]" in shown, shown
+    assert "the server refused the API key in $OPENAI_API_KEY" in shown, shown
     assert "provided: x" not in shown
 
 

@@ -20,7 +20,7 @@ from ``kinds``, using ``random.Random(seed)`` in arrival order. Kinds:
 * ``empty_choices`` — 200 with ``"choices": []``;
 * ``schema_unsupported`` — 400 saying ``response_format`` is unsupported;
 * ``auth_error`` — 401 whose message quotes the bearer token the client sent, as some
-  servers do (it lets tests prove the client scrubs keys from errors).
+  servers do (it lets tests prove no error the client raises shows the key).
 
 ``json_schema_supported: false`` rejects every ``json_schema`` response format with
 that 400, like servers without structured outputs. Latency ``latency_s`` delays every

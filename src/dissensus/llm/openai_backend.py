@@ -25,12 +25,22 @@ Choices this module makes:
 * **Context headers.** ``X-Dissensus-Agent`` / ``-Role`` / ``-Stage`` (percent-encoded)
   tell scripted servers who is asking; set ``context_headers=False`` to omit them.
 * **Secrets.** The API key lives only inside the SDK client. ``repr`` shows whether a
-  key is set, never the key; error messages are scrubbed of the key (however short: a
-  key under four characters wherever it stands as a word of its own, and every run of
-  12 or more of a key's consecutive characters in any case, a lower-cased or partial
-  quote of it, see :func:`redact`), of
-  ``Bearer ...`` and ``Basic ...`` credentials and of ``sk-...`` strings; SDK exceptions
-  are not chained (their text may quote a server that echoes headers): the
+  key is set, never the key. A server refusing the key (401, 403, the SDK's
+  ``AuthenticationError`` / ``PermissionDeniedError``) is reported by its status and a
+  fixed message naming where the key came from (``$OPENAI_API_KEY``, a panel member's
+  ``api_key_env``, the ``api_key`` argument, or the placeholder sent with no key set),
+  never by the server's message: that is the message most likely to quote the key, in
+  forms no scrubbing can list (a 401 quoting ``base64(key)`` reached ``decide``'s error,
+  the journal and the chat door's ``why``). Every other error message is scrubbed of
+  ``Bearer ...`` and ``Basic ...`` credentials, of ``sk-...`` strings and of the key
+  (:func:`redact`, which also says what is not covered): the key however short (under
+  four characters wherever it stands as a word of its own), every run of 12 or more of
+  its consecutive characters in any case (a lower-cased or partial quote), its base64
+  (standard and URL-safe, padded or not), hex and percent-encoding, and its base64
+  inside a longer base64 string (``base64(user:key)``) at each of the three alignments
+  it can have there (at most two characters at each edge are left, never a whole byte
+  of the key). SDK exceptions are not chained (their text may quote a server that
+  echoes headers): the
   :class:`BackendError` is built in the ``except`` block and raised after it, so neither
   its ``__cause__`` nor its ``__context__`` holds the SDK exception (``raise ... from
   None`` only hid it from display). A base URL carries no credentials: one with
@@ -96,6 +106,7 @@ Choices this module makes:
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import re
@@ -126,6 +137,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
+    "PLACEHOLDER_KEY",
     "OpenAIBackend",
     "Transport",
     "aiohttp_available",
@@ -196,6 +208,37 @@ def _secret_runs(text: str, secret: str) -> str:
         text = "[REDACTED]".join(kept)
 
 
+def _encoded_forms(secret: str) -> re.Pattern[str] | None:
+    """One pattern finding ``secret`` encoded (see :func:`redact`), longest form first, or
+    ``None`` for a secret under :data:`_SHORT_SECRET` characters (whose encodings, a few
+    characters each, would blank unrelated text)."""
+    if len(secret) < _SHORT_SECRET:
+        return None
+    data = secret.encode("utf-8")
+    exact: set[str] = set()
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        whole = encode(data).decode("ascii")
+        exact.update((whole, whole.rstrip("=")))
+        if len(secret) >= SECRET_RUN:
+            # Inside a longer base64 string (``Basic base64(user:key)``) the secret starts
+            # at bit 0, 8 or 16 of a 24-bit group: encoded after 0, 1 or 2 bytes, the
+            # characters made only of the secret's bits are the same whatever surrounds it.
+            for shift in (0, 1, 2):
+                text = encode(b"\0" * shift + data).decode("ascii")
+                exact.add(text[-(-8 * shift // 6) : 8 * (shift + len(data)) // 6])
+    any_case = {
+        data.hex(),
+        quote(secret, safe=""),
+        quote(secret),
+        "".join(f"%{byte:02x}" for byte in data),
+    }
+    forms = [(f, False) for f in exact] + [(f, True) for f in any_case - exact]
+    forms.sort(key=lambda form: -len(form[0]))
+    return re.compile(
+        "|".join(f"(?i:{re.escape(f)})" if folded else re.escape(f) for f, folded in forms)
+    )
+
+
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
     """``text`` with every secret, bearer or basic credential and ``sk-`` key replaced by
     ``[REDACTED]``. A secret of :data:`_SHORT_SECRET` characters or more is replaced
@@ -206,7 +249,21 @@ def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
     :data:`SECRET_RUN` characters or more also leaves no run of that many of its
     consecutive characters, in any case: a server quoting the key lower-cased, or part
     of it (``...{key[3:]}``), has each such stretch replaced whole, so the text that is
-    left holds no :data:`SECRET_RUN`-character piece of the secret."""
+    left holds no :data:`SECRET_RUN`-character piece of the secret.
+
+    A secret of :data:`_SHORT_SECRET` characters or more is also replaced encoded: base64
+    (standard and URL-safe, with and without padding), hex and percent-encoding (any
+    case) of the whole secret. One of :data:`SECRET_RUN` characters or more is also found
+    inside a longer base64 string (``base64(user:key)``, a token wrapping it) at each of
+    the three alignments it can have there: the characters encoding only the secret's
+    bits are replaced, leaving at most two characters at each edge that mix its first or
+    last byte with its neighbours' bits (never a whole byte of it). Not covered: an
+    encoding of part of a secret, a secret encoded after another transformation
+    (lower-cased, hashed, encrypted), or encoded twice."""
+    for secret in secrets:
+        encoded = _encoded_forms(secret)
+        if encoded is not None:
+            text = encoded.sub("[REDACTED]", text)
     for secret in secrets:
         if len(secret) >= _SHORT_SECRET:
             text = text.replace(secret, "[REDACTED]")
@@ -284,6 +341,26 @@ def _refused(
     if variable and os.environ.get(variable) == value:
         return ConfigError(f"${variable} {problem}")
     return ConfigError(f"the {what} {problem}", field=argument)
+
+
+PLACEHOLDER_KEY = "unused"
+"""The key sent to a server given by its base URL when ``$OPENAI_API_KEY`` is not set
+(local servers ignore it)."""
+
+_AUTH_STATUSES = {401: "authentication failed", 403: "permission denied"}
+"""Statuses whose server message is never passed on ("Secrets"), and what each means."""
+
+
+def _key_source(key: str | None, key_env: str | None) -> str:
+    """Where the API key came from, as an error names it: never the key itself."""
+    for variable in (key_env, "OPENAI_API_KEY"):
+        if variable and key is not None and os.environ.get(variable) == key:
+            return f"the API key in ${variable}"
+    if key is None:
+        return "no API key ($OPENAI_API_KEY is not set)"
+    if key == PLACEHOLDER_KEY and "OPENAI_API_KEY" not in os.environ:
+        return "the placeholder API key sent while $OPENAI_API_KEY is not set"
+    return "the API key given as the api_key argument"
 
 
 def safe_url(url: str | None) -> str | None:
@@ -460,6 +537,7 @@ class OpenAIBackend:
         self.transport: Transport = transport
         self.max_response_bytes = max_response_bytes
         self._api_key = key
+        self._key_source = _key_source(key, key_env)
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
         )
@@ -568,12 +646,25 @@ class OpenAIBackend:
     def _status_error(
         self, exc: openai.APIStatusError, json_mode: JsonMode, structured: bool
     ) -> BackendError:
+        import openai
+
+        refused = isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError))
         return self._status_failure(
             exc.status_code,
             exc.message,
             exc.response.headers.get("retry-after"),
             json_mode=json_mode,
             structured=structured,
+            refused=refused,
+        )
+
+    def _refusal(self, status: int) -> str:
+        """The message of a server refusing the key: the status, what it means and where
+        the key came from, without the server's text (it may quote the key, encoded)."""
+        meaning = _AUTH_STATUSES.get(status, "authentication failed")
+        return (
+            f"HTTP {status}: the server refused {self._key_source} ({meaning}); "
+            "its message is not shown, as it may quote the key"
         )
 
     def _status_failure(
@@ -584,8 +675,15 @@ class OpenAIBackend:
         *,
         json_mode: JsonMode,
         structured: bool,
+        refused: bool = False,
     ) -> BackendError:
-        """The :class:`BackendError` of an HTTP error status (shared by every transport)."""
+        """The :class:`BackendError` of an HTTP error status (shared by every transport).
+        A refused key (401, 403, or the SDK's exceptions for them: ``refused``) keeps the
+        status and a fixed message, never the server's ("Secrets")."""
+        if refused or status in _AUTH_STATUSES:
+            return BackendError(
+                self._refusal(status), kind="client_error", retryable=False, status=status
+            )
         message = self._redact(f"HTTP {status}: {server_message}")
         retry_after = parse_retry_after(retry_after_header)
         if status == 429:

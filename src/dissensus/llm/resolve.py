@@ -49,7 +49,7 @@ from dissensus.files import same_file
 from dissensus.llm.base import ChatBackend
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ClientSettings, ModelClient
-from dissensus.llm.openai_backend import OpenAIBackend
+from dissensus.llm.openai_backend import PLACEHOLDER_KEY, OpenAIBackend
 from dissensus.llm.replay import RecordBackend, ReplayBackend
 from dissensus.llm.scripted import ScriptedBackend
 
@@ -215,7 +215,7 @@ def make_backend(spec: str, *, settings: ClientSettings | None = None) -> ChatBa
         return OpenAIBackend(
             rest,
             base_url=base_url,
-            api_key=api_key if api_key is not None else "unused",
+            api_key=api_key if api_key is not None else PLACEHOLDER_KEY,
             timeout_s=settings.timeout_s,
         )
     if kind == "scripted":

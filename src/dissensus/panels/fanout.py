@@ -124,7 +124,7 @@ from dissensus.llm.base import (
 )
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ClientSettings, ModelClient, prompt_estimate
-from dissensus.llm.openai_backend import OpenAIBackend, aiohttp_available
+from dissensus.llm.openai_backend import PLACEHOLDER_KEY, OpenAIBackend, aiohttp_available
 from dissensus.llm.resolve import make_backend
 from dissensus.panels.answers import MemberAnswer, read_answer, verdict_schema
 from dissensus.panels.shapes import MemberReport
@@ -344,7 +344,7 @@ def _backend(
         env_key = os.environ.get("OPENAI_API_KEY")  # set but empty: refused as empty
         try:
             return _openai(
-                rest, member.base_url, "unused" if env_key is None else env_key, settings
+                rest, member.base_url, PLACEHOLDER_KEY if env_key is None else env_key, settings
             )
         except ConfigError as exc:
             raise ConfigError(f"member {member.name}: {exc.inner()}", field=where) from None
