@@ -24,6 +24,14 @@ Choices this module makes:
   items). A page after an item (``after``, a review id) starts at that item's place in
   the queue (its run's creation time, its run, its ``review.opened`` event), so the
   next page is the same whether that item was resolved since or not.
+* **The database orders the runs**, on both paths: the index's page and the events'
+  order compare creation times and run ids in SQL, and listing from the events takes an
+  item of another run than the place's as after it when the journal lists its run after
+  the place's run (:meth:`~dissensus.store.journal.Journal.runs`, one query), never by
+  comparing the ids here. A PostgreSQL database that compares text by language
+  (``en_US``: ``'alpha' < 'Zed'``, ``'run_b' < 'run-b'``) orders runs created at one
+  instant otherwise than Python does, and comparing them here lost items from the pages
+  listed from the events (and repeated others) there.
 * **Final records gathered in one pass.** :class:`FinalRecords` takes a run's events as a
   pass in sequence order meets them (``runs show`` gathers them from the pass that checks
   the chain) and keeps each case's final record, or only its action: counting a run's
@@ -488,17 +496,25 @@ def list_items_from_events(
     after: QueuePlace | None = None,
 ) -> Iterator[ReviewStatus]:
     """:func:`list_items` computed from the hash chain alone: every ``review.opened``
-    event and its resolution (slower; the reference the review index is checked against)."""
-    created: dict[str, str] = {}
+    event and its resolution (slower; the reference the review index is checked against).
+
+    With ``after`` (an item's place), an item of the place's run is after it when its
+    ``review.opened`` event is later in the run; an item of another run, when the journal
+    lists its run after the place's (:meth:`Journal.runs`: by creation time, then by id,
+    as the database compares them, which is how the index's page and the events' order
+    compare them too)."""
+    later: set[str] | None = None
 
     def placed(event: Event) -> bool:
+        nonlocal later
         if after is None:
             return True
-        if event.run_id not in created:
-            info = journal.run(event.run_id)
-            assert info is not None
-            created[event.run_id] = info.created
-        return (created[event.run_id], event.run_id, event.seq) > after
+        _, after_run, after_seq = after
+        if event.run_id == after_run:
+            return event.seq > after_seq
+        if later is None:  # one query, the first time an item of another run is met
+            later = {info.run_id for info in journal.runs(after=after_run)}
+        return event.run_id in later
 
     if run_id is not None:
         journal.run(run_id)
