@@ -24,7 +24,13 @@ Choices this module makes:
   advanced (the main thread may be inside a model load or an embedding for a minute),
   and one at the end. Its clock counts from the command's start
   (:func:`mark_command_start`, which the CLI's entry point calls), not from when the
-  bar appears after the command's first reads.
+  bar appears after the command's first reads. While a bar is drawn and standard
+  output is a terminal too, what is written to standard output goes above the bar
+  (rich's redirect, which replaces ``sys.stdout`` with its proxy meanwhile); when
+  standard output is a file or a pipe it is written there as it is, never to the
+  terminal the bar is on. So no command tells a terminal from a file by comparing a
+  handle with ``sys.stdout``: what goes where is the options' to say (``--json``,
+  ``--output``).
 * **Paths are checked before anything is read or written** (:func:`check_outputs`,
   which every command runs on all its output paths): an output that is a directory, in
   a missing directory or not writable, or that cannot be created where the folder's
@@ -745,6 +751,14 @@ class _SinceCommand(ProgressColumn):
         return Text(_clock(time.monotonic() - command_started()), style="progress.elapsed")
 
 
+def _stdout_is_terminal() -> bool:
+    """Whether standard output is a terminal (a closed or missing one is not)."""
+    try:
+        return bool(sys.stdout.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 class Bar:
     """One progress bar on standard error (a no-op when bars are off; plain lines when
     standard error is not a terminal but ``$DISSENSUS_PROGRESS=1`` asks for progress).
@@ -773,7 +787,14 @@ class Bar:
                 MofNCompleteColumn(),
                 _SinceCommand(),
             ]
-            self._progress = Progress(*columns, console=err_console, transient=True)
+            # Standard output goes above the bar only when it is on a terminal too: the
+            # redirect would send a file's or a pipe's records to standard error.
+            self._progress = Progress(
+                *columns,
+                console=err_console,
+                transient=True,
+                redirect_stdout=_stdout_is_terminal(),
+            )
             self._task = self._progress.add_task(description, total=total)
 
     def advance(self, n: float = 1) -> None:
