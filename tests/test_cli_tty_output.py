@@ -156,9 +156,10 @@ def test_json_goes_to_the_file_standard_output_is_and_above_the_bar_on_a_termina
     (line,) = saved.read_text(encoding="utf-8").splitlines()
     assert json.loads(line)["id"] == HOSTILE_ID
 
-    # On a terminal, --json writes the records there, whole lines.
+    # On a terminal, --json writes the records there: whole lines, nothing raw in them.
     journal.unlink()
     code, screen = _on_terminal(args)
     assert code == 0, screen
     (shown,) = _records_on(screen)
     assert json.loads(shown)["id"] == HOSTILE_ID
+    assert RAW.search(screen) is None, ascii(screen)

@@ -17,6 +17,11 @@ Choices this module makes:
   whole text printed on its own lines, after everything else (``deliberate``'s answer).
   A text that follows a label on one line (CONCORD's ``Selected ID (...): TEXT``, a
   review's excerpts) is a field: one line.
+* **JSON for people and files shows nothing raw.** :func:`print_json` (every
+  ``--json`` document), the JSONL lines (:func:`~dissensus.io.jsonl.write_jsonl_line`)
+  and the files and documents the commands write as JSON escape DEL, the C1 controls
+  and the bidi and invisible characters as ``\\u`` (:func:`json_shown`), as the
+  tables escape them: JSON's own escaping stops at U+001F. The value is the same.
 * **One progress switch.** A bar is drawn on standard error when it is a terminal or
   ``$DISSENSUS_PROGRESS=1`` (:func:`progress_enabled`); :class:`Bar` is the one bar
   every command uses. On a standard error that is no terminal it is plain lines, one
@@ -117,7 +122,7 @@ from dissensus.io.atomic import (
     stdout_handle,
     write_stdout,
 )
-from dissensus.quoting import INVISIBLE, message_line, one_line, quoted, with_lines
+from dissensus.quoting import INVISIBLE, json_shown, message_line, one_line, quoted, with_lines
 
 if TYPE_CHECKING:
     from dissensus.io.jsonl import RejectSink
@@ -145,6 +150,7 @@ __all__ = [
     "err_console",
     "exit_for",
     "has_control",
+    "json_shown",
     "load_json_file",
     "mark_command_start",
     "number_in",
@@ -589,13 +595,15 @@ def output_handle(
 
 
 def print_json(obj: BaseModel | dict[str, object] | list[object]) -> None:
-    """Print one JSON document to standard output (a failed write: one error line naming
-    standard output, :class:`~dissensus.io.atomic.OutputWriteError`)."""
+    """Print one JSON document to standard output, every character a terminal acts on
+    or a reader cannot see escaped (:func:`~dissensus.quoting.json_shown`); a failed
+    write: one error line naming standard output,
+    :class:`~dissensus.io.atomic.OutputWriteError`."""
     if isinstance(obj, BaseModel):
         text = obj.model_dump_json(indent=2)
     else:
         text = json.dumps(obj, indent=2, ensure_ascii=False, default=str)
-    write_stdout(text + "\n", flush=True)
+    write_stdout(json_shown(text) + "\n", flush=True)
 
 
 def silence_stdout() -> None:

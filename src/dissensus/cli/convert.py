@@ -33,6 +33,7 @@ from dissensus.cli.common import (
     check_input_path,
     check_outputs,
     exit_for,
+    json_shown,
     output_handle,
     progress,
     shown,
@@ -120,7 +121,7 @@ def _write(records: Iterator[BaseModel], out: str | None, description: str) -> i
         handle = stdout_handle() if to_stdout else opened
         for record in progress(records, description=description):
             # exclude_defaults drops unset optional fields; required ones (decision) stay.
-            handle.write(record.model_dump_json(exclude_defaults=True))
+            handle.write(json_shown(record.model_dump_json(exclude_defaults=True)))
             handle.write("\n")
             written += 1
         if to_stdout:
