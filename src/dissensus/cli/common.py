@@ -17,6 +17,11 @@ Choices this module makes:
   whole text printed on its own lines, after everything else (``deliberate``'s answer).
   A text that follows a label on one line (CONCORD's ``Selected ID (...): TEXT``, a
   review's excerpts) is a field: one line.
+* **JSON for people and files shows nothing raw.** :func:`print_json` (every
+  ``--json`` document), the JSONL lines (:func:`~dissensus.io.jsonl.write_jsonl_line`)
+  and the files and documents the commands write as JSON escape DEL, the C1 controls
+  and the bidi and invisible characters as ``\\u`` (:func:`json_shown`), as the
+  tables escape them: JSON's own escaping stops at U+001F. The value is the same.
 * **One progress switch.** A bar is drawn on standard error when it is a terminal or
   ``$DISSENSUS_PROGRESS=1`` (:func:`progress_enabled`); :class:`Bar` is the one bar
   every command uses. On a standard error that is no terminal it is plain lines, one
@@ -24,7 +29,13 @@ Choices this module makes:
   advanced (the main thread may be inside a model load or an embedding for a minute),
   and one at the end. Its clock counts from the command's start
   (:func:`mark_command_start`, which the CLI's entry point calls), not from when the
-  bar appears after the command's first reads.
+  bar appears after the command's first reads. While a bar is drawn and standard
+  output is a terminal too, what is written to standard output goes above the bar
+  (rich's redirect, which replaces ``sys.stdout`` with its proxy meanwhile); when
+  standard output is a file or a pipe it is written there as it is, never to the
+  terminal the bar is on. So no command tells a terminal from a file by comparing a
+  handle with ``sys.stdout``: what goes where is the options' to say (``--json``,
+  ``--output``).
 * **Paths are checked before anything is read or written** (:func:`check_outputs`,
   which every command runs on all its output paths): an output that is a directory, in
   a missing directory or not writable, or that cannot be created where the folder's
@@ -111,7 +122,7 @@ from dissensus.io.atomic import (
     stdout_handle,
     write_stdout,
 )
-from dissensus.quoting import INVISIBLE, message_line, one_line, quoted, with_lines
+from dissensus.quoting import INVISIBLE, json_shown, message_line, one_line, quoted, with_lines
 
 if TYPE_CHECKING:
     from dissensus.io.jsonl import RejectSink
@@ -139,6 +150,7 @@ __all__ = [
     "err_console",
     "exit_for",
     "has_control",
+    "json_shown",
     "load_json_file",
     "mark_command_start",
     "number_in",
@@ -583,13 +595,15 @@ def output_handle(
 
 
 def print_json(obj: BaseModel | dict[str, object] | list[object]) -> None:
-    """Print one JSON document to standard output (a failed write: one error line naming
-    standard output, :class:`~dissensus.io.atomic.OutputWriteError`)."""
+    """Print one JSON document to standard output, every character a terminal acts on
+    or a reader cannot see escaped (:func:`~dissensus.quoting.json_shown`); a failed
+    write: one error line naming standard output,
+    :class:`~dissensus.io.atomic.OutputWriteError`."""
     if isinstance(obj, BaseModel):
         text = obj.model_dump_json(indent=2)
     else:
         text = json.dumps(obj, indent=2, ensure_ascii=False, default=str)
-    write_stdout(text + "\n", flush=True)
+    write_stdout(json_shown(text) + "\n", flush=True)
 
 
 def silence_stdout() -> None:
@@ -745,6 +759,14 @@ class _SinceCommand(ProgressColumn):
         return Text(_clock(time.monotonic() - command_started()), style="progress.elapsed")
 
 
+def _stdout_is_terminal() -> bool:
+    """Whether standard output is a terminal (a closed or missing one is not)."""
+    try:
+        return bool(sys.stdout.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 class Bar:
     """One progress bar on standard error (a no-op when bars are off; plain lines when
     standard error is not a terminal but ``$DISSENSUS_PROGRESS=1`` asks for progress).
@@ -773,7 +795,14 @@ class Bar:
                 MofNCompleteColumn(),
                 _SinceCommand(),
             ]
-            self._progress = Progress(*columns, console=err_console, transient=True)
+            # Standard output goes above the bar only when it is on a terminal too: the
+            # redirect would send a file's or a pipe's records to standard error.
+            self._progress = Progress(
+                *columns,
+                console=err_console,
+                transient=True,
+                redirect_stdout=_stdout_is_terminal(),
+            )
             self._task = self._progress.add_task(description, total=total)
 
     def advance(self, n: float = 1) -> None:

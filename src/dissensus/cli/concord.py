@@ -60,6 +60,7 @@ from dissensus.cli.common import (
     check_input_path,
     check_outputs,
     err_console,
+    json_shown,
     load_json_file,
     no_dash,
     number_in,
@@ -284,9 +285,9 @@ def negotiate(
         record["certificate"] = cert_doc
         if out:
             with atomic_output(out) as handle:
-                handle.write(json.dumps(cert_doc, indent=2, ensure_ascii=False) + "\n")
+                handle.write(json_shown(json.dumps(cert_doc, indent=2, ensure_ascii=False)) + "\n")
         if as_json and not compare:
-            write_stdout(json.dumps(cert_doc, indent=2, ensure_ascii=False) + "\n")
+            write_stdout(json_shown(json.dumps(cert_doc, indent=2, ensure_ascii=False)) + "\n")
         elif not as_json:
             _print_certificate(cert)
         stdout_handle().flush()
@@ -304,7 +305,7 @@ def negotiate(
     if as_json and compare:
         comparison = None if rows is None else [r.model_dump(mode="json") for r in rows]
         doc = {"certificate": record["certificate"], "comparison": comparison}
-        write_stdout(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        write_stdout(json_shown(json.dumps(doc, indent=2, ensure_ascii=False)) + "\n")
     elif rows is not None:
         _print_comparison(rows, cert)
     if stopped is not None:

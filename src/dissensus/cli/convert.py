@@ -18,7 +18,6 @@ files renamed over them at the end, so a conversion that fails replaces neither.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -34,6 +33,7 @@ from dissensus.cli.common import (
     check_input_path,
     check_outputs,
     exit_for,
+    json_shown,
     output_handle,
     progress,
     shown,
@@ -116,11 +116,12 @@ def _write(records: Iterator[BaseModel], out: str | None, description: str) -> i
     written = 0
     with output_handle(out) as opened:
         # A failed write to standard output (a full disk) names it, as every command's does.
-        to_stdout = opened is sys.stdout
+        # Which one is the option's to say: a progress bar swaps sys.stdout while drawn.
+        to_stdout = out is None or out == "-"
         handle = stdout_handle() if to_stdout else opened
         for record in progress(records, description=description):
             # exclude_defaults drops unset optional fields; required ones (decision) stay.
-            handle.write(record.model_dump_json(exclude_defaults=True))
+            handle.write(json_shown(record.model_dump_json(exclude_defaults=True)))
             handle.write("\n")
             written += 1
         if to_stdout:

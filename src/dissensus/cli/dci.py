@@ -46,6 +46,7 @@ from dissensus.cli.common import (
     check_outputs,
     err_console,
     exit_for,
+    json_shown,
     number_in,
     out_console,
     shown,
@@ -206,12 +207,12 @@ def deliberate_cmd(
     if as_json:
         signer = signer_from_env()
         if signer is None:
-            write_stdout(output.model_dump_json() + "\n")
+            write_stdout(json_shown(output.model_dump_json()) + "\n")
         else:  # $DISSENSUS_SIGNING_KEY: the decision packet carries a signature
             data = output.model_dump(mode="json")
             if data.get("packet") is not None:
                 data["packet"] = sign_document(data["packet"], signer)
-            write_stdout(json.dumps(data, ensure_ascii=False) + "\n")
+            write_stdout(json_shown(json.dumps(data, ensure_ascii=False)) + "\n")
     else:
         _show(output)
     if output.status != "complete":
@@ -368,7 +369,11 @@ def judge_cmd(
     summary = aggregate(scores)
     if as_json:
         write_stdout(
-            json.dumps({"means": summary, "scores": scores, "errors": errors}, ensure_ascii=False)
+            json_shown(
+                json.dumps(
+                    {"means": summary, "scores": scores, "errors": errors}, ensure_ascii=False
+                )
+            )
             + "\n"
         )
     else:

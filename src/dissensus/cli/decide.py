@@ -73,6 +73,11 @@ Choices this module makes:
   prefetch before its first call), plain lines come on a timer
   (:class:`~dissensus.cli.common.Bar`), and the clock counts from the command's start.
 * ``--json`` output cut short by a closed pipe (``| head -1``) exits 0 silently.
+* Whether records are written as JSONL is the options' to say (``--json``, or
+  ``--output`` naming a file other than ``-``), never whether the output handle is
+  ``sys.stdout``: the progress bar replaces ``sys.stdout`` with its proxy while it is
+  drawn, and that test took a terminal for a file, printing every record as raw JSON
+  above the table.
 """
 
 from __future__ import annotations
@@ -261,18 +266,28 @@ def id_key(panel_id: str) -> bytes:
 
 
 def _emitter(
-    json_out: bool, handle: IO[str], resolved: dict[int, CaseRecord]
+    json_out: bool, output: str | None, handle: IO[str], resolved: dict[int, CaseRecord]
 ) -> Callable[[CaseRecord], CaseRecord]:
+    """What writes each record: JSONL with ``--json`` (to standard output, or to the
+    ``--output`` file), always JSONL into an ``--output`` file, nothing otherwise (the
+    human summary shows the records). Decided from the options, never from whether
+    ``handle`` is ``sys.stdout``: a progress bar replaces ``sys.stdout`` while it is
+    drawn (rich's redirect), so that test would take a terminal for a file."""
+    from dissensus.io.atomic import stdout_handle
+
+    to_file = output is not None and output != "-"
+    if not (json_out or to_file):
+        return lambda record: resolved.get(record.line, record)
+    # Standard output is looked up at each write (the bar's proxy while it is drawn, so
+    # a line lands above the bar), and a failed write names it.
+    out = handle if to_file else stdout_handle()
+
     def emit(record: CaseRecord) -> CaseRecord:
-        from dissensus.io.atomic import stdout_handle
         from dissensus.io.jsonl import write_jsonl_line
 
         record = resolved.get(record.line, record)
-        # Records go out as JSONL with --json, and always into an --output file.
-        if json_out or handle is not sys.stdout:
-            out = stdout_handle() if handle is sys.stdout else handle  # failures name it
-            write_jsonl_line(out, record)
-            out.flush()
+        write_jsonl_line(out, record)
+        out.flush()
         return record
 
     return emit
@@ -374,7 +389,7 @@ def run_and_report(
             output_handle(output, keep_on=(DeadlineReached,)) as handle,
             Bar("deciding", total=total) as bar,
         ):
-            emit_one = _emitter(json_out, handle, resolved)
+            emit_one = _emitter(json_out, output, handle, resolved)
 
             def emit(record: CaseRecord) -> None:
                 key = id_key(record.id)

@@ -31,6 +31,7 @@ from dissensus.cli.common import (
     check_output_path,
     check_outputs,
     exit_for,
+    json_shown,
     load_json_file,
     no_dash,
     number_in,
@@ -203,7 +204,7 @@ def calibrate_command(
     if out:
         try:
             with atomic_output(out) as handle:
-                handle.write(cal.model_dump_json(indent=2) + "\n")
+                handle.write(json_shown(cal.model_dump_json(indent=2)) + "\n")
         except OSError as exc:
             raise InputError(
                 f"cannot write the calibration file {out}: {exc.strerror or exc}"

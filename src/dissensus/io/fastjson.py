@@ -14,6 +14,12 @@ Choices this module makes:
   else its ``str``, as ``json.dumps(default=str)`` would.
 * Whatever orjson refuses (a lone surrogate in a string, a non-string key) is written
   by the standard library, so orjson never changes what can be written.
+* DEL, the C1 controls and every other character of
+  :data:`~dissensus.quoting.INVISIBLE` past U+001F (bidi controls, zero-width
+  characters, the line separators) are written as ``\\u`` escapes
+  (:func:`~dissensus.quoting.json_shown`), whichever encoder ran: JSON's own escaping
+  stops at U+001F, and these records go to terminals and files people read. The text
+  is searched first, and copied only when it holds one.
 * Non-finite floats, which JSON cannot carry, are written as ``null`` by both paths
   (records never hold them; the reader rejects them on input).
 * Parsing does not use orjson (:func:`dissensus.io.jsonl.parse_line`). Measured on
@@ -34,6 +40,7 @@ import json
 import math
 from typing import Any
 
+from dissensus.quoting import json_shown
 from dissensus.types import JsonObject
 
 __all__ = ["dumps", "dumps_line", "orjson_available"]
@@ -75,15 +82,15 @@ def dumps(record: JsonObject) -> str:
     """One record as compact JSON text (no trailing newline)."""
     if _orjson is not None:
         try:
-            return _orjson.dumps(
-                record, default=_default, option=_orjson.OPT_SERIALIZE_NUMPY
-            ).decode()
+            return json_shown(
+                _orjson.dumps(record, default=_default, option=_orjson.OPT_SERIALIZE_NUMPY).decode()
+            )
         except _orjson.JSONEncodeError:
             pass  # e.g. a lone surrogate or a non-string key: the reference path decides
     try:
-        return _STD.encode(record)
+        return json_shown(_STD.encode(record))
     except ValueError:  # non-finite values: null, as orjson writes them
-        return _STD.encode(_finite(record))
+        return json_shown(_STD.encode(_finite(record)))
 
 
 def dumps_line(record: JsonObject) -> str:
@@ -91,11 +98,13 @@ def dumps_line(record: JsonObject) -> str:
     ``dumps(record) + "\\n"``, with orjson's newline option instead of a concatenation)."""
     if _orjson is not None:
         try:
-            return _orjson.dumps(
-                record,
-                default=_default,
-                option=_orjson.OPT_SERIALIZE_NUMPY | _orjson.OPT_APPEND_NEWLINE,
-            ).decode()
+            return json_shown(
+                _orjson.dumps(
+                    record,
+                    default=_default,
+                    option=_orjson.OPT_SERIALIZE_NUMPY | _orjson.OPT_APPEND_NEWLINE,
+                ).decode()
+            )
         except _orjson.JSONEncodeError:
             pass
     return dumps(record) + "\n"

@@ -51,6 +51,16 @@ check, and goes to the reference path when a key repeats. On 1.9 kB five-agent p
 lines the counts cost about 3 µs (a quarter of the native tier's parse), 6 µs when the
 texts hold colons; the second parse, when it runs, about as much as the native tier.
 
+Choices this module makes on output: :func:`write_jsonl_line` (every JSONL line a
+command writes: ``decide``'s records, ``runs export``, ``--rejects`` files, ``runs
+list``) writes DEL, the C1 controls and the bidi and invisible characters of
+:data:`~dissensus.quoting.INVISIBLE` as ``\\u`` escapes
+(:func:`~dissensus.quoting.json_shown`): JSON's own escaping stops at U+001F, and an
+agent's U+009B (a terminal's CSI) or U+202E must not reach the terminal or the editor
+of whoever reads the output. The line is still valid JSON with the same value; it is
+searched first and copied only when it holds one (an ASCII line costs two scans in C).
+The journal's text, which is hashed, is :mod:`dissensus.store.canonical`'s, untouched.
+
 ``dissensus route``, which only reads panels, puts one more tier in front:
 :func:`dissensus.io.views.read_panel_views` decodes a line with msgspec into a
 read-only view, and hands every line it does not accept to :func:`parse_line`.
@@ -83,7 +93,7 @@ from dissensus.io.jsontext import (
 )
 from dissensus.io.limits import MAX_LINE_CHARS, check_record
 from dissensus.io.wire import validate_panel_json
-from dissensus.quoting import message_line
+from dissensus.quoting import json_shown, message_line
 from dissensus.types import Panel, VoteCase, lone_surrogate_at
 
 __all__ = [
@@ -348,16 +358,18 @@ def read_numbered_models(
 
 
 def write_jsonl_line(handle: IO[str], record: BaseModel | dict[str, object]) -> None:
-    """Write one JSON record followed by a newline. A failed write to standard output
-    (a full disk) is an :class:`~dissensus.io.atomic.OutputWriteError` naming it; a file's
-    handle from :func:`~dissensus.io.atomic.atomic_output` names its file itself."""
+    """Write one JSON record followed by a newline, every character a terminal acts on
+    or a reader cannot see escaped (:func:`~dissensus.quoting.json_shown`). A failed
+    write to standard output (a full disk) is an
+    :class:`~dissensus.io.atomic.OutputWriteError` naming it; a file's handle from
+    :func:`~dissensus.io.atomic.atomic_output` names its file itself."""
     text = (
         record.model_dump_json()
         if isinstance(record, BaseModel)
         else json.dumps(record, ensure_ascii=False, default=str)
     )
     try:
-        handle.write(text + "\n")
+        handle.write(json_shown(text) + "\n")
     except BrokenPipeError:
         raise
     except OSError as exc:
