@@ -51,13 +51,33 @@ Choices this module makes:
 * **A finished run stays finished.** :func:`execute_run` replays a finished run from the
   journal (each line's ``case.record`` or ``input.rejected``): no lease, no executor, no
   deadline, nothing appended. The records are read :data:`REPLAY_PART` at a time and
-  handed out as they are read (sequence order is input order: cases are journalled in
-  input order), so a replay holds a part of the run, never all of it. Nothing of a run's execution ever follows its
+  handed out as they are read, in input order (next point), so a replay holds a part
+  of the run, never all of it. Nothing of a run's execution ever follows its
   ``run.finished``: the loop looks again once it holds the run's lease (the holder it
   waited for may have finished the run), and only the lease's holder executes a run, so
   the run cannot end under it; a deadline's ``run.stopped`` is refused for a finished
   run (:func:`refuse_finished`, in the stop's transaction). A human's review events and
   seals are what may come after the end.
+* **A replay puts a run journalled out of input order back in order, holding a bounded
+  part of it.** The run loop journals its cases in input order, so sequence order is
+  input order for every run it wrote; but up to 0.1 each case appended its events when
+  it ended, with up to ``concurrency`` cases in flight, so a case that waited on a model
+  call came after later ones that made none (and the cases a crash left undecided came,
+  once resumed, after those the crash had journalled). Rather than sort the run (all of
+  it in memory), the replay first reads the run's ``(sequence number, case)`` pairs
+  alone, :data:`REPLAY_REFS` a query, no payload, and runs on those lines the heap it
+  would hand the records out through (:func:`_replay_order`): a run in order is handed
+  out as read, as before; a run whose records come at most :data:`REPLAY_HELD` places
+  late (every 0.1 run: a few windows at most) goes through a heap of that many records;
+  a run further out of order (none any version wrote) is read in passes of
+  :data:`REPLAY_HELD` records, each pass reading the pairs again and those records by
+  their sequence numbers. Rejects are read whole and reported in line order first, as
+  before, wherever 0.1 interleaved them; a human's resolutions replace the records by
+  line as they come (:func:`~dissensus.pipeline.review.resolved_records`), so they come
+  in the same order. A partial 0.1 run resumes in input order anyway (the executor hands
+  its cases over in input order, replaying each journalled case from its own events),
+  and once finished it is replayed as above. A ``case.record`` whose case is no line
+  number is :class:`~dissensus.store.errors.JournalDamaged`.
 * One process at a time works on a run: :func:`execute_run` takes the run's lease in
   the journal (:meth:`~dissensus.store.journal.Journal.acquire_run_lock`; already held,
   with nothing to write, when :func:`start_run` took it with the run) and a second process
@@ -91,6 +111,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import heapq
 import io
 import os
 import socket
@@ -121,6 +142,7 @@ from dissensus.pipeline.spec import (
 )
 from dissensus.states import SimilarityBackend
 from dissensus.store import event_types as ev
+from dissensus.store.errors import JournalDamaged
 from dissensus.store.journal import Journal, NewEvent, RunInfo
 from dissensus.store.run_header import STARTED_KEY, run_meta
 from dissensus.store.targets import journal_option
@@ -596,6 +618,15 @@ def check_not_busy(journal: Journal, run_id: str) -> None:
 REPLAY_PART = 256
 """Records a finished run's replay reads per query (:func:`_replay`)."""
 
+REPLAY_HELD = 1024
+"""Records a replay holds back at most to hand out, in input order, a run journalled out
+of it (:func:`_replay`): a run 0.1 wrote is out of order by at most a few times its
+``concurrency`` (64 at most), so this covers it with room to spare; a run further out of
+order is read in passes instead."""
+
+REPLAY_REFS = 4096
+"""``(sequence number, case)`` pairs a replay's look at its order reads per query."""
+
 
 def _replay(
     journal: Journal, run_id: str, on_reject: Callable[[Reject], None] | None
@@ -604,16 +635,97 @@ def _replay(
     journal alone: each case's ``case.record`` and each line's ``input.rejected``.
 
     The records are read :data:`REPLAY_PART` events at a time and handed out as they are
-    read, never held together: the run loop journals its cases' records in input order
-    (a block's cases in order, the blocks in order, on every executor), so sequence
-    order is input order."""
+    read, never held together. The run loop journals its cases' records in input order
+    (a block's cases in order, the blocks in order, on every executor), but 0.1 appended
+    each case's events when the case ended, with several cases in flight, so a case that
+    waited on a model call came after later ones (and a run it left partial, resumed,
+    after all of them). So the run's order is looked at first (:func:`_replay_order`,
+    which reads only sequence numbers and cases), and the records are handed out as they
+    come, through a heap of at most :data:`REPLAY_HELD` records, or in passes."""
     rejects = [e.read_as(Reject) for e in journal.events(run_id, type=ev.INPUT_REJECTED)]
     _report(sorted(rejects, key=lambda r: r.line), on_reject)
+    order = _replay_order(journal, run_id)
+    if order == "passes":
+        yield from _replay_passes(journal, run_id)
+        return
+    held: list[tuple[int, int, CaseRecord]] = []
     after = -1  # sequence numbers start at 0
     while part := journal.events_after(run_id, after, REPLAY_PART, type=ev.CASE_RECORD):
         after = part[-1].seq
         for event in part:
-            yield event.read_as(CaseRecord)
+            record = event.read_as(CaseRecord)
+            if order == "sequence":
+                yield record
+                continue
+            heapq.heappush(held, (_case_line(run_id, event.seq, event.case), event.seq, record))
+            if len(held) > REPLAY_HELD:
+                yield heapq.heappop(held)[2]
+    while held:
+        yield heapq.heappop(held)[2]
+
+
+def _case_line(run_id: str, seq: int, case: str | None) -> int:
+    """The input line of a ``case.record`` event (its case, a line number)."""
+    if case is None or not case.isascii() or not case.isdigit():
+        raise JournalDamaged(
+            f"journal damaged: run {run_id}: the case.record at sequence number {seq} "
+            f"names no input line (case {case!r}); see dissensus runs verify {run_id}"
+        )
+    return int(case)
+
+
+def _record_lines(journal: Journal, run_id: str) -> Iterator[tuple[int, int]]:
+    """``(sequence number, input line)`` of each of the run's ``case.record`` events, in
+    sequence order, :data:`REPLAY_REFS` a query, their payloads not read."""
+    after = -1
+    while part := journal.refs_after(run_id, after, REPLAY_REFS, type=ev.CASE_RECORD):
+        after = part[-1][0]
+        for seq, case in part:
+            yield seq, _case_line(run_id, seq, case)
+
+
+def _replay_order(journal: Journal, run_id: str) -> Literal["sequence", "held", "passes"]:
+    """How :func:`_replay` puts the run's records in input order: ``sequence`` when
+    sequence order is input order (every run the run loop wrote), ``held`` when a heap of
+    :data:`REPLAY_HELD` records does it (the heap is run here on the lines alone, as the
+    replay will run it on the records), ``passes`` otherwise."""
+    heap: list[int] = []
+    out = -1  # the last line the heap handed out
+    top = -1
+    in_order = True
+    for _, line in _record_lines(journal, run_id):
+        if line < out:
+            return "passes"
+        if line < top:
+            in_order = False
+        top = max(top, line)
+        heapq.heappush(heap, line)
+        if len(heap) > REPLAY_HELD:
+            out = heapq.heappop(heap)
+    return "sequence" if in_order else "held"
+
+
+def _replay_passes(journal: Journal, run_id: str) -> Iterator[CaseRecord]:
+    """The run's records in input order, :data:`REPLAY_HELD` at a time: each pass reads
+    the run's lines (not its records) for the next lines, then those records by their
+    sequence numbers. Only for a run far out of order (none the run loop writes)."""
+    done = -1
+    while True:
+        nearest: list[tuple[int, int]] = []  # (-line, seq): the largest line on top
+        for seq, line in _record_lines(journal, run_id):
+            if line <= done:
+                continue
+            if len(nearest) < REPLAY_HELD:
+                heapq.heappush(nearest, (-line, seq))
+            elif line < -nearest[0][0]:
+                heapq.heapreplace(nearest, (-line, seq))
+        if not nearest:
+            return
+        chosen = sorted((-negative, seq) for negative, seq in nearest)
+        events = journal.events_at([(run_id, seq) for _, seq in chosen])
+        for _, seq in chosen:
+            yield events[(run_id, seq)].read_as(CaseRecord)
+        done = chosen[-1][0]
 
 
 class _Done:

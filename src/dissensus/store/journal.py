@@ -398,6 +398,16 @@ class Journal:
             return []
         return self._log.read_after(run_id, after, limit, type=type)
 
+    def refs_after(
+        self, run_id: str, after: int, limit: int, *, type: str
+    ) -> list[tuple[int, str | None]]:
+        """At most ``limit`` ``(sequence number, case ref)`` pairs of the run's events of
+        ``type`` after sequence number ``after``, in sequence order, without their
+        payloads (:meth:`~dissensus.store.log.SQLEventLog.refs_after`)."""
+        if run_id in self._deferred:
+            return []
+        return self._log.refs_after(run_id, after, limit, type=type)
+
     def get(self, run_id: str, key: str) -> Event | None:
         """The event stored under ``key``, if any."""
         if run_id in self._deferred:

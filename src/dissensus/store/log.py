@@ -55,6 +55,9 @@ Choices this module makes:
   numbers, as ``ORDER BY seq`` puts it, and verification names it. A run appended
   to while it is read is read to its end as it stands when the last page is asked
   for. A case's events (``read(case=...)``, a handful) are one query.
+  :meth:`SQLEventLog.refs_after` pages the same way over only the sequence numbers and
+  cases of one type's events (how a replay learns the order its records were journalled
+  in without reading them).
 """
 
 from __future__ import annotations
@@ -397,6 +400,30 @@ class SQLEventLog:
             args = (run_id, after, type, limit)
         rows = self._event_rows(sql, args)
         return [event_from_row(row) for row in rows]
+
+    def refs_after(
+        self, run_id: str, after: int, limit: int, *, type: str
+    ) -> list[tuple[int, str | None]]:
+        """At most ``limit`` ``(sequence number, case ref)`` pairs of the run's events of
+        ``type`` whose sequence number is above ``after``, in sequence order, as stored
+        (the case ref as text), their payloads not read: where a long read in case
+        order finds its events."""
+        if not may_be_held(run_id):
+            return []
+        sql = (
+            "SELECT seq, case_ref FROM events WHERE run_id = ? AND seq > ? AND type = ? "
+            "ORDER BY seq LIMIT ?"
+        )
+        with self._backend.errors():
+            rows = self._backend.rows(sql, (run_id, after, type, limit))
+        where = f"journal damaged: run {run_id}: sequence number"
+        return [
+            (
+                stored_int(row["seq"], where),
+                None if row["case_ref"] is None else str(row["case_ref"]),
+            )
+            for row in rows
+        ]
 
     def cases_with_events(self, run_id: str, cases: Sequence[str]) -> set[str]:
         """Which of ``cases`` (case refs) have at least one event in the run (500 refs
