@@ -570,3 +570,70 @@ def test_an_interrupt_as_the_loaded_command_line_takes_over_is_one_line(
     assert proc.returncode == 130, proc.stderr
     assert proc.stdout == ""
     assert proc.stderr == "interrupted\n"
+
+
+# The signal is sent before the command line parses anything (as it checks its standard
+# streams, the first thing it does); it is held until the command line's handlers are in.
+_INTERRUPT_BEFORE_PARSING = """
+import os, signal, sys
+import dissensus.__main__ as main
+import dissensus.cli as cli
+
+checked = cli._closed_streams
+
+def streams():
+    os.kill(os.getpid(), signal.SIGINT)
+    checked()
+
+cli._closed_streams = streams
+sys.argv = ["dissensus", *sys.argv[1:]]
+main.main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "said"),
+    [
+        (["R", "--journal", "jw.sqlite", "--json"], {}, "R --journal jw.sqlite"),
+        (["-o", "f", "--journal=a b.sqlite", "--deadline", "5", "R2"], {}, "R2 --journal 'a b.sqlite'"),
+        (["R3"], {"DISSENSUS_JOURNAL": "env.sqlite"}, "R3"),
+        (["R4"], {}, "R4"),
+    ],
+)  # fmt: skip
+def test_runs_resume_interrupted_at_once_names_the_resume_command(
+    tmp_path: Path, args: list[str], env: dict[str, str], said: str
+) -> None:
+    """``runs resume`` names its resume command from its first moment: a signal before
+    its options are parsed says the same line as one while it runs (the journal as
+    given, else the environment's or the default), not a bare ``interrupted``."""
+    script = tmp_path / "at_once.py"
+    script.write_text(_INTERRUPT_BEFORE_PARSING)
+    proc = subprocess.run(
+        [sys.executable, str(script), "runs", "resume", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in _env(**env).items() if env or k != "DISSENSUS_JOURNAL"},
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr == f"interrupted: resume with dissensus runs resume {said}\n"
+    assert not list(tmp_path.glob("*.sqlite")), "nothing was opened"
+
+
+def test_another_command_interrupted_at_once_says_interrupted(tmp_path: Path) -> None:
+    script = tmp_path / "at_once.py"
+    script.write_text(_INTERRUPT_BEFORE_PARSING)
+    proc = subprocess.run(
+        [sys.executable, str(script), "runs", "show", "R", "--journal", "j.sqlite"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == "interrupted\n"

@@ -43,6 +43,13 @@ Choices this module makes:
   stops as on Ctrl-C, one line and exit 130 (not the shell's 129 of a process the
   signal killed), its temporary output files removed and ``decide``'s run resumable.
   Under ``nohup`` (SIGHUP ignored) it stays ignored.
+* **``runs resume ID`` names its resume command from its first moment.** An interrupt
+  before the command's own handling (while the command line is built, while its options
+  are parsed) is said here, and for ``runs resume`` the words are the command's own
+  (``interrupted: resume with dissensus runs resume ID --journal J``, the journal as
+  given, else ``$DISSENSUS_JOURNAL`` or the default), read from the arguments as the
+  command's options take them (:func:`_resumed_run`); any other command says
+  ``interrupted``.
 """
 
 from __future__ import annotations
@@ -255,8 +262,59 @@ def main(argv: list[str] | None = None, *, held: frozenset[int] = frozenset()) -
     if code == EXIT_INTERRUPTED and not INTERRUPT_SAID:
         # The CLI framework turns a KeyboardInterrupt it catches (a signal while a command
         # checks its options, before the command's own handling) into exit 130, silently.
-        sys.stderr.write("interrupted\n")
+        _said_interrupted(argv)
     return code
+
+
+def _said_interrupted(argv: list[str] | None) -> None:
+    """Say that the command was interrupted: ``runs resume ID`` names its resume command
+    (as it does once it runs), every other command says ``interrupted``."""
+    words = sys.argv[1:] if argv is None else argv
+    try:
+        resumed = _resumed_run(words)
+        if resumed is not None:
+            from dissensus.cli.runs import said_resume_interrupted
+
+            said_resume_interrupted(*resumed)
+            return
+    except Exception:  # arguments it cannot read: the plain line, never a traceback
+        pass
+    sys.stderr.write("interrupted\n")
+    INTERRUPT_SAID.append(True)
+
+
+def _resumed_run(argv: list[str]) -> tuple[str, str | None] | None:
+    """The run id and the ``--journal`` (``None``: not given) of ``argv`` when it is
+    ``runs resume ID ...``, read as the command's options take them (an option's value is
+    never taken for the id; the last ``--journal`` wins); ``None`` for any other command."""
+    if argv[:2] != ["runs", "resume"]:
+        return None
+    command = _command().commands["runs"].commands["resume"]
+    takes_value = {  # (the CLI framework's own click, whichever it is: by duck typing)
+        name
+        for param in command.params
+        if param.param_type_name == "option" and not param.is_flag and not param.count
+        for name in (*param.opts, *param.secondary_opts)
+    }
+    run_id: str | None = None
+    journal: str | None = None
+    words = iter(argv[2:])
+    for word in words:
+        if word == "--":  # what follows is arguments only
+            run_id = run_id if run_id is not None else next(words, None)
+            break
+        if word.startswith("-") and word != "-":
+            name, equals, value = word.partition("=")
+            if name in takes_value and name.startswith("--"):
+                value = value if equals else next(words, "")
+                if name == "--journal":
+                    journal = value
+            elif not word.startswith("--") and word[:2] in takes_value and len(word) == 2:
+                next(words, None)  # a short option's value in the next word (-o FILE)
+            continue
+        if run_id is None:
+            run_id = word
+    return (run_id, journal) if run_id else None
 
 
 @contextmanager
@@ -328,14 +386,13 @@ def _main(argv: list[str] | None, held: frozenset[int] = frozenset()) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         if not INTERRUPT_SAID:  # a signal after the command said it stopped: said already
-            sys.stderr.write("interrupted\n")
-            INTERRUPT_SAID.append(True)
+            _said_interrupted(argv)
         return EXIT_INTERRUPTED
     except Exception as exc:
         # Click's usage errors (the CLI framework's, not ours): one line, exit 2.
         if type(exc).__name__ == "Abort":
-            sys.stderr.write("interrupted\n")
-            INTERRUPT_SAID.append(True)
+            if not INTERRUPT_SAID:
+                _said_interrupted(argv)
             return EXIT_INTERRUPTED
         exit_code = getattr(exc, "exit_code", None)
         if hasattr(exc, "format_message") and isinstance(exit_code, int):
@@ -344,8 +401,7 @@ def _main(argv: list[str] | None, held: frozenset[int] = frozenset()) -> int:
             return exit_code
         if _interrupted_within(exc):  # an interrupt a library wrapped in its own error
             if not INTERRUPT_SAID:
-                sys.stderr.write("interrupted\n")
-                INTERRUPT_SAID.append(True)
+                _said_interrupted(argv)
             return EXIT_INTERRUPTED
         raise
     return _code(code)

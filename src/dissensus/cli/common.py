@@ -36,6 +36,19 @@ Choices this module makes:
   terminal the bar is on. So no command tells a terminal from a file by comparing a
   handle with ``sys.stdout``: what goes where is the options' to say (``--json``,
   ``--output``).
+* **A progress line never lands inside a record.** Standard output and standard error
+  often share one pipe or one log (``2>&1``, a CI job), and a write of more than a
+  pipe's atomic size (4 KB) to a pipe is not atomic: the timer thread's line could
+  land in the middle of a record the main thread was writing. So each progress line is
+  said holding :data:`OUTPUT_LOCK`, and a command holds it across each whole record
+  it writes and flushes while a bar is up (``decide`` and ``runs resume`` around each
+  record and each rejected line, :func:`whole_records` for ``route``, ``guard vote``
+  and ``convert``). The lock is held for the writes only, never while a case is
+  decided or a model loads, so the timer still says a line every
+  :data:`LINE_EVERY_S` seconds while the main thread is busy (a line that falls due
+  during a record waits for the record's end). The timer only setting a flag for the
+  main thread to print between records would not: nothing would be said while one case
+  or one embedding is slow, what the timer is there for.
 * **Paths are checked before anything is read or written** (:func:`check_outputs`,
   which every command runs on all its output paths): an output that is a directory, in
   a missing directory or not writable, or that cannot be created where the folder's
@@ -97,7 +110,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, TypeVar
+from typing import IO, TYPE_CHECKING, TypeVar, cast
 
 import typer
 from pydantic import BaseModel
@@ -137,6 +150,7 @@ __all__ = [
     "MAX_BATCH",
     "MAX_SECONDS",
     "MAX_WORKERS",
+    "OUTPUT_LOCK",
     "STOP_SIGNALS",
     "Bar",
     "atomic_output",
@@ -167,6 +181,8 @@ __all__ = [
     "shown_number",
     "silence_stdout",
     "stdout_handle",
+    "whole_records",
+    "whole_write",
     "write_stdout",
 ]
 
@@ -640,6 +656,64 @@ TICK_MIN_S = 0.05
 
 _COMMAND_STARTED = [time.monotonic()]
 
+OUTPUT_LOCK = threading.RLock()
+"""Held across each progress line said and each whole record (written and flushed) a
+command writes while a bar is up, so that neither lands inside the other when standard
+output and standard error share a pipe (see the module's choices). Re-entrant: a
+record's writer may advance the bar, which may say a line."""
+
+
+def whole_write() -> threading.RLock:
+    """:data:`OUTPUT_LOCK`, to hold (``with whole_write():``) across a record's write and
+    flush, and any line said with it."""
+    return OUTPUT_LOCK
+
+
+def _plain_lines() -> bool:
+    """Whether progress is plain lines said by a timer thread (:class:`_Lines`)."""
+    return progress_enabled() and not err_console.is_terminal
+
+
+def _destination(handle: object) -> tuple[int, int] | None:
+    """The file ``handle`` writes to (device, inode), ``None`` when it cannot be told."""
+    try:
+        info = os.fstat(handle.fileno())  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+    return info.st_dev, info.st_ino
+
+
+class _WholeRecords:
+    """A text handle whose every ``write`` (one whole record) is written and flushed
+    holding :data:`OUTPUT_LOCK`: a progress line comes before it or after it."""
+
+    def __init__(self, inner: IO[str]) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        with OUTPUT_LOCK:
+            written = self._inner.write(text)
+            self._inner.flush()
+        return written
+
+    def flush(self) -> None:
+        with OUTPUT_LOCK:
+            self._inner.flush()
+
+
+def whole_records(handle: IO[str]) -> IO[str]:
+    """``handle``, for a command that writes one record per ``write`` while a bar is up:
+    when progress is plain lines and ``handle`` may write where standard error does (the
+    same pipe or file, or it cannot be told), each write is flushed whole holding
+    :data:`OUTPUT_LOCK` (:class:`_WholeRecords`), so no progress line lands inside a
+    record; otherwise ``handle`` itself, buffered as it is."""
+    if not _plain_lines():
+        return handle
+    mine, theirs = _destination(handle), _destination(sys.stderr)
+    if mine is not None and theirs is not None and mine != theirs:
+        return handle
+    return cast("IO[str]", _WholeRecords(handle))
+
 
 def mark_command_start(at: float | None = None) -> None:
     """Note when the command started (:func:`time.monotonic`; default: now): a progress
@@ -702,14 +776,17 @@ class _Lines:
 
     def tick(self) -> bool:
         """Say a line if one is due (``every`` seconds since the last); whether it did."""
-        with self._lock:
+        if self._clock() - self._last < self.every:
+            return False
+        # The output lock first, always: a record's writer holding it may advance the bar.
+        with OUTPUT_LOCK, self._lock:
             if self._clock() - self._last < self.every:
                 return False
             self._say()
             return True
 
     def say(self) -> None:
-        with self._lock:
+        with OUTPUT_LOCK, self._lock:
             self._say()
 
     def _say(self) -> None:

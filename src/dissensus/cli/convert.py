@@ -38,6 +38,7 @@ from dissensus.cli.common import (
     progress,
     shown,
     stdout_handle,
+    whole_records,
 )
 
 if TYPE_CHECKING:
@@ -118,11 +119,11 @@ def _write(records: Iterator[BaseModel], out: str | None, description: str) -> i
         # A failed write to standard output (a full disk) names it, as every command's does.
         # Which one is the option's to say: a progress bar swaps sys.stdout while drawn.
         to_stdout = out is None or out == "-"
-        handle = stdout_handle() if to_stdout else opened
+        # One write a record, whole: no progress line lands inside one (a shared pipe).
+        handle = whole_records(stdout_handle() if to_stdout else opened)
         for record in progress(records, description=description):
             # exclude_defaults drops unset optional fields; required ones (decision) stay.
-            handle.write(json_shown(record.model_dump_json(exclude_defaults=True)))
-            handle.write("\n")
+            handle.write(json_shown(record.model_dump_json(exclude_defaults=True)) + "\n")
             written += 1
         if to_stdout:
             handle.flush()  # what is still buffered fails here, before --rejects is kept

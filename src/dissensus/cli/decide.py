@@ -72,6 +72,11 @@ Choices this module makes:
   window's texts are embedded (:class:`_EmbeddingProgress`, told the count by the
   prefetch before its first call), plain lines come on a timer
   (:class:`~dissensus.cli.common.Bar`), and the clock counts from the command's start.
+  The bar counts the input's lines: each record and each rejected line advances it, so
+  a run with rejected lines ends at ``done/total (100%)`` too. Each record (with its
+  warning) and each rejected line is written holding
+  :data:`~dissensus.cli.common.OUTPUT_LOCK`, so no progress line lands inside a record
+  when standard output and standard error share a pipe.
 * ``--json`` output cut short by a closed pipe (``| head -1``) exits 0 silently.
 * Whether records are written as JSONL is the options' to say (``--json``, or
   ``--output`` naming a file other than ``-``), never whether the output handle is
@@ -112,11 +117,12 @@ from dissensus.cli.common import (
     shown,
     shown_message,
     silence_stdout,
+    whole_write,
 )
 
 if TYPE_CHECKING:
     from dissensus.io.atomic import OutputWriteError
-    from dissensus.io.jsonl import RejectSink
+    from dissensus.io.jsonl import Reject
     from dissensus.pipeline.records import CaseRecord
     from dissensus.pipeline.spec import RunSpec
     from dissensus.states import EmbeddingBackend, SimilarityBackend
@@ -194,7 +200,7 @@ class _EmbeddingProgress:
 def _records(
     journal: Journal,
     run_id: str,
-    sink: RejectSink,
+    on_reject: Callable[[Reject], None],
     bar: Bar,
     *,
     engine: str,
@@ -211,14 +217,14 @@ def _records(
         return decide_ray(
             journal,
             run_id,
-            on_reject=sink.add,
+            on_reject=on_reject,
             options=RayOptions(address=ray_address, workers=workers),
             deadline_s=deadline,
         )
     return execute_run(
         journal,
         run_id,
-        on_reject=sink.add,
+        on_reject=on_reject,
         backend=_backend_factory(bar, journal, run_id),
         deadline_s=deadline,
     )
@@ -286,8 +292,9 @@ def _emitter(
         from dissensus.io.jsonl import write_jsonl_line
 
         record = resolved.get(record.line, record)
-        write_jsonl_line(out, record)
-        out.flush()
+        with whole_write():  # written whole: no progress line lands inside it
+            write_jsonl_line(out, record)
+            out.flush()
         return record
 
     return emit
@@ -393,21 +400,29 @@ def run_and_report(
 
             def emit(record: CaseRecord) -> None:
                 key = id_key(record.id)
-                if key not in seen:
-                    seen.add(key)
-                elif key not in duplicates:
-                    duplicates.add(key)
-                    err_console.print(
-                        f"warning: panel id {quoted(record.id)} appears more than once (line {record.line})"
-                    )
-                tally.add(emit_one(record))
+                # Whole, with its warning: a progress line comes before or after it.
+                with whole_write():
+                    if key not in seen:
+                        seen.add(key)
+                    elif key not in duplicates:
+                        duplicates.add(key)
+                        err_console.print(
+                            f"warning: panel id {quoted(record.id)} appears more than once (line {record.line})"
+                        )
+                    tally.add(emit_one(record))
+
+            def rejected(reject: Reject) -> None:
+                # A rejected line is one of the input's lines the bar counts, as a record is.
+                with whole_write():
+                    sink.add(reject)
+                bar.advance()
 
             async def decided() -> None:
                 await _drain(
                     _records(
                         journal,
                         run_id,
-                        sink,
+                        rejected,
                         bar,
                         engine=engine,
                         ray_address=ray_address,

@@ -40,7 +40,8 @@ from dissensus.cli.common import (
     progress,
     reject_sink,
     shown,
-    write_stdout,
+    stdout_handle,
+    whole_records,
 )
 from dissensus.errors import ConfigError, InputError
 from dissensus.types import VoteCase
@@ -277,6 +278,7 @@ def vote_command(
     with reject_sink(rejects) as sink, open_text(votes) as handle:
         # Streamed: with --json memory does not grow with the number of cases.
         cases = read_numbered_models(VoteCase, handle, file=votes)
+        out = whole_records(stdout_handle())  # no progress line inside a record
         for number, _, item in progress(cases, description="vote"):
             if isinstance(item, Reject):
                 sink.add(item)
@@ -292,7 +294,7 @@ def vote_command(
                 # The input line after the id, as decide's records carry it: two cases
                 # of one id are told apart.
                 record = {"id": d.id, "line": number} | d.model_dump(mode="json")
-                write_stdout(dumps_line(record))
+                out.write(dumps_line(record))
             else:
                 decisions.append(d)
     if not json_out:

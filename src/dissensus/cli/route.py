@@ -43,6 +43,7 @@ from dissensus.cli.common import (
     reject_sink,
     shown,
     stdout_handle,
+    whole_records,
 )
 from dissensus.errors import InputError
 from dissensus.types import PanelLike
@@ -273,6 +274,8 @@ def route_command(
             handle = stack.enter_context(atomic_output(out))
         elif json_out or out == "-":
             handle = stdout_handle()  # a failed write names standard output
+        if handle is not None:  # no progress line inside a record (a shared pipe)
+            handle = whole_records(handle)
         if engine == "ray":
             from dissensus.engines.ray import RayOptions, route_ray
 

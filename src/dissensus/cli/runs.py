@@ -10,6 +10,9 @@ Choices this module makes:
   process: its lease is looked at before the chain is verified or anything replayed.
 * ``runs resume`` of a finished run prints its journalled records (exit 3 when it had
   rejected lines, as the run did) and appends nothing, whatever ``--deadline``.
+* ``runs resume`` interrupted names the resume command from its first moment: once it
+  runs, here (:func:`said_resume_interrupted`); before (the command line being built,
+  its options parsed), :func:`dissensus.cli.main`, in the same words.
 """
 
 from __future__ import annotations
@@ -361,13 +364,16 @@ def runs_resume(
         # A signal while the resume starts (imports, opening the journal, checking its
         # chain): the run is as resumable as before, so the line names the command again
         # (once: a signal after the run said it stopped only ends the command).
-        code = EXIT_INTERRUPTED if INTERRUPT_SAID else _said_resume_interrupted(run_id, journal)
+        code = EXIT_INTERRUPTED if INTERRUPT_SAID else said_resume_interrupted(run_id, journal)
     raise typer.Exit(code=code)
 
 
-def _said_resume_interrupted(run_id: str, journal: str | None) -> int:
+def said_resume_interrupted(run_id: str, journal: str | None) -> int:
     """The resume line of a ``runs resume`` interrupted before its run took the signal
-    over (as :func:`~dissensus.cli.decide.said_interrupted` words it); the exit code."""
+    over (as :func:`~dissensus.cli.decide.said_interrupted` words it); the exit code.
+    :func:`dissensus.cli.main` says it too for a signal before this command runs (while
+    its options are parsed). ``journal``: as given (``None``: the environment's or the
+    default)."""
     from dissensus.store.journal import journal_path
     from dissensus.store.targets import journal_option
 

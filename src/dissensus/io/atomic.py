@@ -104,6 +104,10 @@ class _Stdout:
         except OSError as exc:
             raise stdout_failed(exc) from None
 
+    def fileno(self) -> int:
+        """Standard output's descriptor (where it writes: is it standard error's too?)."""
+        return sys.stdout.fileno()
+
 
 def stdout_handle() -> IO[str]:
     """Standard output as a handle (``write`` and ``flush``) whose failures name it."""
