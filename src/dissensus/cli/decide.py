@@ -615,7 +615,13 @@ def decide_cmd(
     reads = {"--policy": policy, "--acceptance": acceptance}
     _check_decide_paths(panels, target, outputs, reads=reads)
     # One specification, checked before the journal is touched: every file it names is read.
-    spec = RunSpec.from_policy(policy, model=model, similarity=similarity, acceptance=acceptance)
+    spec = RunSpec.from_policy(
+        policy,
+        model=model,
+        similarity=similarity,
+        acceptance=acceptance,
+        similarity_name="--similarity",
+    )
     _check_spec(spec, outputs, similarity, {"PANELS": panels, **reads, "--journal": target})
     if engine == "ray":  # joined before the run exists: a cluster that is not there is exit 2
         from dissensus.engines.ray import RayOptions, ensure_ray

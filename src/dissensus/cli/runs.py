@@ -248,9 +248,14 @@ def _print_spec(spec: JsonObject) -> None:
     # RunSpec.summary()'s JSON, printed as it is.
     """The run specification's lines of ``runs show``."""
     budget = spec["budget"]
+    # theta_s: null when the policy gave none, or gave one for another backend than a
+    # --similarity override's (not carried over): the backend's calibrated default.
+    theta_s = spec.get("theta_s")
+    threshold = "θ_s the backend's calibrated default" if theta_s is None else f"θ_s {theta_s}"
     out_console.print(
         f"policy {shown(str(spec['policy_file'] or '(built-in defaults)'))}, similarity "
-        f"{shown(str(spec['similarity']))}, model {shown(str(spec['model'] or '(none)'))}, "
+        f"{shown(str(spec['similarity']))} ({threshold}), "
+        f"model {shown(str(spec['model'] or '(none)'))}, "
         f"concurrency {spec['concurrency']}, deadline "
         f"{spec['deadline_s'] if spec['deadline_s'] is not None else 'none'}, budget "
         f"{_limit(budget['max_calls'], 'calls')} / {_limit(budget['max_tokens'], 'tokens')}"

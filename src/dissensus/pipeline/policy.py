@@ -66,7 +66,10 @@ policy's own files were written beside it), including the file of a ``scripted:`
 nothing under it, or only comments: YAML's null) is that section's defaults, as a
 section left out is.
 A routing rules document found valid once (the same JSON text) is not compiled again
-to be checked.
+to be checked. ``reading.theta_s`` belongs to ``reading.similarity``'s backend: an
+override of the backend to another one (:meth:`ReadingSettings.with_similarity`, which
+every door's override goes through) drops it for the new backend's calibrated default,
+and an override naming the same backend keeps it.
 """
 
 from __future__ import annotations
@@ -130,6 +133,20 @@ class ReadingSettings(_Section):
     """Reasoning-similarity threshold; ``None``: the backend's calibrated default."""
     theta_a: float = Field(default=0.8, gt=0.0, le=1.0)
     """Conclusion-agreement threshold (share of voters on the plurality decision)."""
+
+    def with_similarity(self, similarity: str) -> ReadingSettings:
+        """This reading with the similarity backend ``similarity`` (an override: ``decide
+        --similarity``, ``similarity=``, ``POST /v1/route?similarity=``): the one rule every
+        door follows. ``theta_s`` is a threshold on one backend's cosines, so it stays only
+        when ``similarity`` names the same backend (by
+        :func:`~dissensus.states.similarity.backend_key`: ``all-MiniLM-L6-v2`` is
+        ``minilm``); for another backend it is dropped (``None``: that backend's
+        calibrated default). ``theta_a`` reads decisions, not cosines, and stays."""
+        from dissensus.states.similarity import backend_key
+
+        same = backend_key(similarity) == backend_key(self.similarity)
+        theta_s = self.theta_s if same else None
+        return self.model_copy(update={"similarity": similarity, "theta_s": theta_s})
 
 
 class RoutingSettings(_Section):

@@ -43,7 +43,15 @@ Choices this module makes:
   compares by the sha256 of its file's bytes, as :attr:`RunSpec.files` holds it); a file
   that records neither is used as before.
 * **Overrides** (``similarity``, ``deadline_s``, ``concurrency``) are written into the
-  spec's policy, so the journal shows the settings the run really used.
+  spec's policy, so the journal shows the settings the run really used. A ``similarity``
+  override naming another backend than the policy's drops the policy's
+  ``reading.theta_s`` (a threshold on that backend's cosines) for the new backend's
+  calibrated default, and the journalled policy says ``theta_s: null``; one naming the
+  same backend keeps it (:meth:`~dissensus.pipeline.policy.ReadingSettings.with_similarity`,
+  the rule ``POST /v1/route?similarity=`` follows too). A learned acceptance file
+  calibrated with another backend than the override's is refused naming the override
+  (field ``similarity``; ``similarity_name``, ``--similarity`` on the command line), not
+  the policy file, which did not choose it.
 * **Resume.** :meth:`RunSpec.check_files` refuses a file whose bytes changed since the
   run started (naming the file): the run goes on with the journalled content, and a
   changed file means somebody expects it to be used, which only a new run can do. A file
@@ -151,6 +159,7 @@ class RunSpec(BaseModel):
         deadline_s: float | None = None,
         concurrency: int | None = None,
         environ: Mapping[str, str] | None = None,
+        similarity_name: str = "the override",
     ) -> RunSpec:
         """Build and check a run specification (:class:`ConfigError` naming file and field).
 
@@ -158,11 +167,18 @@ class RunSpec(BaseModel):
         JSON data, validated as a file's), a :class:`RunSpec` (returned with the overrides
         applied) or ``None`` (the defaults); anything else is a :class:`ConfigError`. ``policy_file`` names the file a
         given :class:`Policy` was read from (errors and the journal name it). Every file the
-        policy names is read and verified here, before any run exists.
+        policy names is read and verified here, before any run exists. ``similarity_name``
+        is what the caller calls its ``similarity`` override (``--similarity`` on the
+        command line): a learned acceptance file calibrated with another backend than the
+        override's is refused naming it (field ``similarity``), not the policy file.
         """
         if isinstance(policy, RunSpec):
             return policy._overridden(
-                model=model, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
+                model=model,
+                similarity=similarity,
+                deadline_s=deadline_s,
+                concurrency=concurrency,
+                similarity_name=similarity_name,
             )
         from_data = isinstance(policy, Mapping)
         if isinstance(policy, Mapping):  # a policy as parsed YAML / JSON data
@@ -197,11 +213,13 @@ class RunSpec(BaseModel):
         guard_calibration = policy_guard_calibration(pol, base, policy_file)
         if guard_calibration is not None:
             files.append(_spec_file("guard.calibration", _resolve(pol.guard.calibration, base)))
-        learned, learned_path = _learned(pol, base, policy_file, acceptance)
+        # Who chose the backend: an override, or the policy (errors name that one).
+        chosen_by = similarity_name if similarity is not None else None
+        learned, learned_path = _learned(pol, base, policy_file, acceptance, chosen_by)
         if learned_path is not None:
             files.append(_spec_file("acceptance.model", learned_path))
             guard_sha256 = next((f.sha256 for f in files if f.role == "guard.calibration"), None)
-            pol = _read_as_calibrated(learned, pol, policy_file, guard_sha256)
+            pol = _read_as_calibrated(learned, pol, policy_file, guard_sha256, chosen_by)
             _check_user_features(learned, pol, learned_path)
         env = environ if environ is not None else os.environ
         spec_model = model or pol.seek_context.model or env.get(MODEL_ENV) or None
@@ -242,6 +260,7 @@ class RunSpec(BaseModel):
         similarity: str | None,
         deadline_s: float | None,
         concurrency: int | None,
+        similarity_name: str,
     ) -> RunSpec:
         if model is None and similarity is None and deadline_s is None and concurrency is None:
             return self
@@ -255,6 +274,7 @@ class RunSpec(BaseModel):
                 policy,
                 self.policy_file,
                 self.digests().get("guard.calibration"),
+                similarity_name,
             )
         if model:
             from dissensus.llm.resolve import check_model_spec
@@ -378,6 +398,7 @@ class RunSpec(BaseModel):
             "policy_file": self.policy_file,
             "base_dir": self.base_dir,
             "similarity": self.policy.reading.similarity,
+            "theta_s": self.policy.reading.theta_s,
             "model": self.model,
             "models": dict(self.policy.seek_context.models),
             "concurrency": self.policy.concurrency,
@@ -469,7 +490,8 @@ def _with_overrides(
     data = policy.model_dump(mode="json")
     if similarity is not None:
         check_similarity(similarity, field="similarity")
-        data["reading"]["similarity"] = similarity
+        # theta_s is the policy's backend's own: not carried over to another backend.
+        data["reading"] = policy.reading.with_similarity(similarity).model_dump(mode="json")
     if deadline_s is not None:
         data["deadline_s"] = deadline_s
     if concurrency is not None:
@@ -486,6 +508,7 @@ def _learned(
     base: Path | None,
     policy_file: str | None,
     override: str | os.PathLike[str] | None,
+    similarity_by: str | None = None,
 ) -> tuple[JsonObject | None, Path | None]:
     if override:
         name = os.fspath(override)
@@ -498,7 +521,7 @@ def _learned(
         path = _resolve(policy.acceptance.model, base)
     else:
         return None, None
-    _check_calibrated_similarity(data, policy, policy_file)
+    _check_calibrated_similarity(data, policy, policy_file, similarity_by)
     return data, path
 
 
@@ -533,16 +556,28 @@ def _check_user_features(learned: Mapping[str, Any] | None, policy: Policy, path
 
 
 def _check_calibrated_similarity(
-    learned: Mapping[str, Any] | None, policy: Policy, policy_file: str | None
+    learned: Mapping[str, Any] | None,
+    policy: Policy,
+    policy_file: str | None,
+    similarity_by: str | None = None,
 ) -> None:
-    differs = _similarity_difference((learned or {}).get("settings"), policy)
+    differs = _similarity_difference((learned or {}).get("settings"), policy, similarity_by)
     if differs is not None:
-        raise ConfigError(differs.message, file=policy_file, field=differs.field)
+        raise ConfigError(differs.message, file=_blamed(policy_file, differs), field=differs.field)
+
+
+def _blamed(policy_file: str | None, differs: SettingsDifference) -> str | None:
+    """The file an error about ``differs`` names: the policy's, unless an override (field
+    ``similarity``, no policy field) chose the setting."""
+    return None if differs.field == "similarity" else policy_file
 
 
 def _similarity_difference(
-    settings: Mapping[str, Any] | None, policy: Policy
+    settings: Mapping[str, Any] | None, policy: Policy, similarity_by: str | None = None
 ) -> SettingsDifference | None:
+    """How the policy's similarity backend differs from the one ``settings`` records, or
+    ``None``. ``similarity_by`` names the override that chose the backend (``None``: the
+    policy did); the difference then names it and its field ``similarity``."""
     from dissensus.acceptance.prepare import SettingsDifference
     from dissensus.states.similarity import backend_key
 
@@ -553,16 +588,19 @@ def _similarity_difference(
     ):
         return None
     return SettingsDifference(
-        field="reading.similarity",
+        field="similarity" if similarity_by else "reading.similarity",
         recorded=repr(calibrated_with),
         policy=repr(policy.reading.similarity),
         message=f"the acceptance file was calibrated with similarity {calibrated_with!r}, "
-        f"the policy reads with {policy.reading.similarity!r}",
+        f"{similarity_by or 'the policy'} reads with {policy.reading.similarity!r}",
     )
 
 
 def calibration_difference(
-    settings: Mapping[str, Any] | None, policy: Policy, guard_sha256: str | None = None
+    settings: Mapping[str, Any] | None,
+    policy: Policy,
+    guard_sha256: str | None = None,
+    similarity_by: str | None = None,
 ) -> SettingsDifference | None:
     """The first setting ``policy`` reads or guards with otherwise than a learned
     acceptance file's ``settings`` record (its similarity backend, reading thresholds and
@@ -570,8 +608,9 @@ def calibration_difference(
     names), or ``None``: what a run's specification refuses the file for
     (:func:`dissensus.acceptance.prepare.calibrated_difference`). Settings that record
     neither the reading nor the guard (a file written before they were) compare the
-    similarity backend only."""
-    differs = _similarity_difference(settings, policy)
+    similarity backend only. ``similarity_by``: the override that chose the policy's
+    similarity backend (``--similarity``), which a difference in it then names."""
+    differs = _similarity_difference(settings, policy, similarity_by)
     if differs is not None:
         return differs
     recorded = settings or {}
@@ -590,6 +629,7 @@ def _read_as_calibrated(
     policy: Policy,
     policy_file: str | None,
     guard_sha256: str | None = None,
+    similarity_by: str | None = None,
 ) -> Policy:
     """``policy`` (refused when learned acceptance was calibrated with another similarity
     backend, or with other reading thresholds or guard settings than the file records:
@@ -597,9 +637,9 @@ def _read_as_calibrated(
     (``all-MiniLM-L6-v2`` is ``minilm``): the policy then names it as the acceptance file
     does, so what reads the spec later compares equal names."""
     settings = (learned or {}).get("settings")
-    differs = calibration_difference(settings, policy, guard_sha256)
+    differs = calibration_difference(settings, policy, guard_sha256, similarity_by)
     if differs is not None:
-        raise ConfigError(differs.message, file=policy_file, field=differs.field)
+        raise ConfigError(differs.message, file=_blamed(policy_file, differs), field=differs.field)
     calibrated_with = (settings or {}).get("similarity")
     if not calibrated_with or calibrated_with == policy.reading.similarity:
         return policy

@@ -15,7 +15,8 @@ server do):
   the server policy's similarity backend unless the request names ``tfidf`` or
   ``minilm``; ``module:function`` backends are refused (they import code). Its
   thresholds are the request's, else the policy's (:func:`route_thresholds`: the
-  policy's ``theta_s`` only with the policy's backend).
+  policy's ``theta_s`` only with the policy's backend, by the one rule every door's
+  similarity override follows, :meth:`~dissensus.pipeline.policy.ReadingSettings.with_similarity`).
 * ``negotiate`` runs table and LLM agents only: function agents name Python code to
   import and are refused with their field (``agents.N.kind``); a ``model`` in the
   problem is refused too
@@ -92,12 +93,16 @@ def backend_for(name: str) -> SimilarityBackend:
 def route_thresholds(
     reading: ReadingSettings, backend: str, *, theta_s: float | None, theta_a: float | None
 ) -> tuple[float | None, float]:
-    """The thresholds a route request reads with: the request's, else the policy's
-    (``theta_s`` only when the request reads with the policy's backend: a similarity
-    threshold is the backend's own; otherwise that backend's calibrated default)."""
-    if theta_s is None and backend_key(backend) == backend_key(reading.similarity):
-        theta_s = reading.theta_s
-    return theta_s, reading.theta_a if theta_a is None else theta_a
+    """The thresholds a route request reads with: the request's, else the policy's read
+    with ``backend`` (:meth:`~dissensus.pipeline.policy.ReadingSettings.with_similarity`,
+    the rule ``decide --similarity`` follows: ``theta_s`` only when the request reads
+    with the policy's backend, a similarity threshold being the backend's own; otherwise
+    that backend's calibrated default)."""
+    read = reading.with_similarity(backend)
+    return (
+        read.theta_s if theta_s is None else theta_s,
+        read.theta_a if theta_a is None else theta_a,
+    )
 
 
 def route(
