@@ -483,6 +483,23 @@ def test_the_progress_bar_moves_while_embedding(tmp_path: Path) -> None:
     assert lines and lines[-1].startswith("deciding: 40/40 (100%) 0:00:"), res.err
 
 
+def test_a_code_backend_without_theta_s_is_refused_before_any_run(tmp_path: Path) -> None:
+    """A ``module:function`` backend has no calibrated default theta_s: ``decide`` refuses
+    the policy in one line naming its field, and creates no run to resume."""
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("p1", ["1", "2"])])
+    pol = tmp_path / "p.yaml"
+    pol.write_text('reading: {similarity: "slow_embed:counting"}\nallow_code: true\n')
+    journal = tmp_path / "j.sqlite"
+    res = cli("decide", inp, "--policy", pol, "--journal", journal)
+    assert res.code == 2, res.err
+    (line,) = res.err.strip().splitlines()
+    assert "field 'reading.theta_s'" in line and "no calibrated default theta_s" in line
+    assert str(pol) in line
+    if journal.exists():  # opened, perhaps: no run in it
+        with Journal(journal) as j:
+            assert j.runs() == []
+
+
 def test_bundled_models_are_package_data() -> None:
     import dissensus
     from dissensus.cli.dci import bundled_model

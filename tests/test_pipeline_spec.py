@@ -195,7 +195,16 @@ def test_an_unimportable_similarity_function_is_refused_when_the_spec_is_built(
     # without allow_code an override naming code is refused at once too
     with pytest.raises(ConfigError, match="names Python code"):
         RunSpec.from_policy(None, similarity="json:dumps")
-    assert RunSpec.from_policy({"allow_code": True}, similarity="json:dumps")
+    # a code backend has no calibrated default theta_s: the policy must give one
+    with pytest.raises(ConfigError, match="no calibrated default theta_s") as no_theta:
+        RunSpec.from_policy({"allow_code": True}, similarity="json:dumps")
+    assert no_theta.value.field == "reading.theta_s"
+    with pytest.raises(ConfigError, match="no calibrated default theta_s"):
+        RunSpec.from_policy(spec, similarity="json:dumps")
+    assert RunSpec.from_policy(
+        {"allow_code": True, "reading": {"similarity": "json:dumps", "theta_s": 0.5}},
+        similarity="json:dumps",
+    )
 
 
 def test_a_similarity_alias_reads_with_the_backend_learned_acceptance_was_calibrated_with(

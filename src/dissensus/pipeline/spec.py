@@ -221,6 +221,7 @@ class RunSpec(BaseModel):
             guard_sha256 = next((f.sha256 for f in files if f.role == "guard.calibration"), None)
             pol = _read_as_calibrated(learned, pol, policy_file, guard_sha256, chosen_by)
             _check_user_features(learned, pol, learned_path)
+        _check_theta_s(pol, policy_file, similarity is not None)
         env = environ if environ is not None else os.environ
         spec_model = model or pol.seek_context.model or env.get(MODEL_ENV) or None
         # The model files this build found valid: each is read once, however many specs name it.
@@ -276,6 +277,7 @@ class RunSpec(BaseModel):
                 self.digests().get("guard.calibration"),
                 similarity_name,
             )
+            _check_theta_s(policy, self.policy_file, True)
         if model:
             from dissensus.llm.resolve import check_model_spec
 
@@ -541,6 +543,33 @@ def _check_similarity_code(policy: Policy, policy_file: str | None, overridden: 
     except ConfigError as exc:
         raise ConfigError(exc.inner(), file=policy_file, field=field) from None
     load_callable(name, field=field, file=policy_file)
+
+
+def _check_theta_s(policy: Policy, policy_file: str | None, overridden: bool) -> None:
+    """A backend without a calibrated default ``theta_s`` (a ``module:function`` one) reads
+    only with the policy's ``reading.theta_s``: refused when the spec is built, so no
+    door creates a run that stops at its first case."""
+    from dissensus.states.reading import Thresholds
+
+    reading = policy.reading
+    if reading.theta_s is not None:
+        return
+    try:
+        Thresholds.for_similarity(reading.similarity, None, reading.theta_a)
+    except ConfigError:
+        # An override to another backend drops the policy's theta_s (ReadingSettings.
+        # with_similarity): such a backend is named in the policy, with its theta_s.
+        where = (
+            "name it in the policy as reading.similarity, with reading.theta_s"
+            if overridden
+            else "set reading.theta_s in the policy"
+        )
+        raise ConfigError(
+            f"the similarity backend {reading.similarity.strip()!r} has no calibrated "
+            f"default theta_s: {where} (derive it with 'dissensus calibrate-thresholds')",
+            file=policy_file,
+            field="reading.theta_s",
+        ) from None
 
 
 def _check_user_features(learned: Mapping[str, Any] | None, policy: Policy, path: Path) -> None:
