@@ -3,7 +3,6 @@ before any request, naming the variable that holds them and never showing a secr
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import threading
@@ -26,13 +25,13 @@ from dissensus.llm import (
     make_backend,
     resolve_model,
 )
-from dissensus.llm.base import BackendError
 from dissensus.llm.fakeserver import FakeServer, FaultPlan, ServerSettings
 from dissensus.llm.openai_backend import Transport, aiohttp_available, redact
 from dissensus.llm.resolve import check_model_spec
 from dissensus.llm.scripted import parse_script
 from dissensus.panels.fanout import Members
 from dissensus.pipeline.policy import PanelSettings
+from llm_helpers import refused
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 KEY = "sk-SECRETKEY1234567890abcdef"
@@ -185,18 +184,7 @@ def test_a_refusal_quoting_basic_credentials_is_scrubbed(status: int) -> None:
         url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
         backend = OpenAIBackend("m", base_url=url, api_key=KEY, timeout_s=5)
 
-        async def send() -> BackendError:
-            try:
-                await backend.send(
-                    ChatRequest(messages=[Message(role="user", content="hi")]), json_mode="none"
-                )
-            except BackendError as exc:
-                return exc
-            finally:
-                await backend.aclose()
-            raise AssertionError("the 401 was not a failure")
-
-        error = asyncio.run(send())
+        error = refused(backend)
     finally:
         httpd.shutdown()
         httpd.server_close()

@@ -34,12 +34,12 @@ from hypothesis import strategies as st
 
 from chat_helpers import live_server
 from cli_helpers import cli
-from dissensus.llm.base import BackendError, ChatRequest, Message
 from dissensus.llm.fakeserver import FakeServer, FaultPlan, ServerSettings
 from dissensus.llm.openai_backend import SECRET_RUN, OpenAIBackend, redact
 from dissensus.llm.scripted import ScriptedRules
 from dissensus.serve import ServeSettings, create_app
 from dissensus.store.journal import Journal
+from llm_helpers import key_echoing, refused
 from serve_helpers import write_tokens
 
 KEY = "zq-SuperSecretKeyValue-0123456789abcdef"
@@ -161,24 +161,8 @@ def test_text_without_an_encoding_of_the_key_keeps_its_words(text: str) -> None:
 
 
 def _echoing(status: int) -> type[BaseHTTPRequestHandler]:
-    class Echoing(BaseHTTPRequestHandler):
-        """Answers every POST with ``status``, its message quoting the key it was sent."""
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            key = self.headers["Authorization"].removeprefix("Bearer ")
-            message = _echoes(key)
-            body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}})
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body.encode())
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    return Echoing
+    """Answers every POST with ``status``, its message quoting the key it was sent."""
+    return key_echoing(status, _echoes)
 
 
 def _serve(stack: ExitStack, status: int) -> str:
@@ -211,20 +195,7 @@ def test_the_backend_error_shows_no_encoding_of_the_key(
     monkeypatch.setenv("MEMBER_KEY", MEMBER_KEY)
     backend = OpenAIBackend("m", base_url=url, api_key=MEMBER_KEY, key_env="MEMBER_KEY")
 
-    async def main() -> BackendError:
-        try:
-            await backend.send(
-                ChatRequest(messages=[Message(role="user", content="hi")]), json_mode="none"
-            )
-        except BackendError as exc:
-            return exc
-        finally:
-            await backend.aclose()
-        raise AssertionError("the server refused the request")
-
-    import asyncio
-
-    error = asyncio.run(main())
+    error = refused(backend)
     assert error.status == status and error.kind == "client_error" and not error.retryable
     _check_message(status, str(error), "MEMBER_KEY")
     assert leaks(str(error), MEMBER_KEY) == []

@@ -4,19 +4,16 @@ text comes from ``redact`` or from a member's failure the chat door reports."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import ClassVar
+from http.server import ThreadingHTTPServer
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dissensus.llm.base import BackendError, ChatRequest, Message
 from dissensus.llm.openai_backend import SECRET_RUN, OpenAIBackend, redact
+from llm_helpers import key_echoing, refused
 
 KEY = "sk-proj-SECRET-AAAA-1234567890"
 KEY_CHARS = st.characters(min_codepoint=0x21, max_codepoint=0x7E)  # a key's: printable ASCII
@@ -69,31 +66,14 @@ def test_a_lower_cased_or_partial_key_is_redacted() -> None:
     assert redact("key 234567890ab here", ("zz1234567890abzz",)) == "key 234567890ab here"
 
 
-class _Quoting(BaseHTTPRequestHandler):
-    """A server refusing the request (``status``), quoting the key whole, lower-cased and
-    without its prefix."""
-
-    status: ClassVar[int] = 401
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        key = self.headers["Authorization"].removeprefix("Bearer ")
-        message = f"Incorrect API key provided: {key}. Also lower: {key.lower()} mid{key[3:]}"
-        body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}})
-        self.send_response(self.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body.encode())
-
-    def log_message(self, *args: object) -> None:
-        pass
+def _quoted(key: str) -> str:
+    """The key whole, lower-cased and without its prefix."""
+    return f"Incorrect API key provided: {key}. Also lower: {key.lower()} mid{key[3:]}"
 
 
 @pytest.fixture(params=[401, 400])
 def quoting(request: pytest.FixtureRequest) -> Iterator[str]:
-    handler = type("_Quoting", (_Quoting,), {"status": request.param})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), key_echoing(request.param, _quoted))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     httpd.shutdown()
@@ -105,18 +85,7 @@ def test_a_server_quoting_the_key_in_part_leaves_no_run_of_it_in_the_error(
 ) -> None:
     backend = OpenAIBackend("m", base_url=quoting, api_key=KEY)
 
-    async def main() -> BackendError:
-        try:
-            await backend.send(
-                ChatRequest(messages=[Message(role="user", content="hi")]), json_mode="none"
-            )
-        except BackendError as exc:
-            return exc
-        finally:
-            await backend.aclose()
-        raise AssertionError("the server refused the key")
-
-    error = asyncio.run(main())
+    error = refused(backend)
     assert error.kind == "client_error"
     if error.status == 401:  # the server's message is not shown at all
         assert "the server refused the API key" in str(error)
