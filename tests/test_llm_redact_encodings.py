@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 from chat_helpers import live_server
 from cli_helpers import cli
 from dissensus.llm.fakeserver import FakeServer, FaultPlan, ServerSettings
-from dissensus.llm.openai_backend import SECRET_RUN, OpenAIBackend, redact
+from dissensus.llm.openai_backend import PLACEHOLDER_KEY, SECRET_RUN, OpenAIBackend, redact
 from dissensus.llm.scripted import ScriptedRules
 from dissensus.serve import ServeSettings, create_app
 from dissensus.store.journal import Journal
@@ -180,8 +180,12 @@ def echoing(request: pytest.FixtureRequest) -> Iterator[tuple[int, str]]:
 
 
 def _check_message(status: int, text: str, variable: str) -> None:
+    if status == 401:
+        assert f"HTTP 401: the server refused the API key in ${variable}" in text, text
+    if status == 403:  # not blamed on the key: a valid key may lack access to a model
+        assert f"HTTP 403: permission denied to the API key in ${variable}" in text, text
+        assert "does not allow this request" in text
     if status in (401, 403):
-        assert f"HTTP {status}: the server refused the API key in ${variable}" in text, text
         assert "Incorrect API key provided" not in text  # the server's message is dropped
     else:
         assert f"HTTP {status}" in text and "Incorrect API key provided" in text, text
@@ -305,3 +309,28 @@ def test_the_chat_door_shows_no_encoding_of_a_members_key(
         exported = cli("runs", "export", run, "--journal", journal)
         assert exported.code == 0, exported.err
         assert leaks(exported.out, MEMBER_KEY) == [], exported.out
+
+
+@pytest.mark.parametrize("key", ["unused", "EMPTY", "ollama", "test", "abcd"])
+def test_a_short_key_blanks_no_ordinary_word_in_other_cases(key: str) -> None:
+    """A short key's encodings equal to it (an alphanumeric key's percent-encoding) are
+    the key itself, replaced as written only; its hex is replaced as written, not in any
+    case: a server's message stays readable beside a placeholder key."""
+    text = f"Unused parameter; empty messages; Ollama error; see the Test docs; {key} here"
+    shown = redact(text, (key,))
+    assert f"{key} here" not in shown and "[REDACTED] here" in shown
+    for word in ("Unused", "empty", "Ollama", "Test"):
+        if word != key:
+            assert word in shown, shown
+    hexed = key.encode().hex()
+    assert redact(hexed, (key,)) == "[REDACTED]"
+    if hexed.upper() != hexed:
+        assert redact(hexed.upper(), (key,)) == hexed.upper()
+
+
+def test_the_placeholder_key_sent_with_no_key_set_is_not_scrubbed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    backend = OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key=PLACEHOLDER_KEY)
+    assert backend._redact("unused parameter 'top_k'") == "unused parameter 'top_k'"

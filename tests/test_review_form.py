@@ -22,6 +22,7 @@ from dissensus.pipeline.records import ReviewItem
 from dissensus.pipeline.review import content_sha256, list_items
 from dissensus.pipeline.review_form import journal_form, whole_form
 from dissensus.store import event_types as ev
+from dissensus.store.canonical import canonical, sha256_text
 from dissensus.store.errors import JournalDamaged
 from dissensus.store.events import Event
 from dissensus.store.journal import Journal
@@ -71,6 +72,9 @@ def test_an_item_journalled_whole_reads_and_hashes_alike(tmp_path: Path) -> None
     assert ReviewItem.model_validate(whole) == ReviewItem.model_validate(payload)
     assert content_sha256(whole) == content_sha256(payload)
     assert content_sha256(ReviewItem.model_validate(whole)) == content_sha256(payload)
+    # The hash is that of the item whole, as the doors return it (and as it was before
+    # items were journalled in this form): a client can check it against what it saw.
+    assert content_sha256(payload) == sha256_text(canonical(whole))
 
 
 def test_a_position_whose_reasoning_the_panel_does_not_hold_keeps_it(tmp_path: Path) -> None:

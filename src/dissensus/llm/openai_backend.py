@@ -226,16 +226,26 @@ def _encoded_forms(secret: str) -> re.Pattern[str] | None:
             for shift in (0, 1, 2):
                 text = encode(b"\0" * shift + data).decode("ascii")
                 exact.add(text[-(-8 * shift // 6) : 8 * (shift + len(data)) // 6])
-    any_case = {
+    encoded = {
         data.hex(),
         quote(secret, safe=""),
         quote(secret),
         "".join(f"%{byte:02x}" for byte in data),
     }
-    forms = [(f, False) for f in exact] + [(f, True) for f in any_case - exact]
+    # An encoding equal to the key, ignoring case (an alphanumeric key's percent-encoding
+    # is the key), is the key itself, replaced as written (below); hex and percent forms
+    # of a short key are replaced as written too, not in any case ("Unused parameter",
+    # "Ollama error" stay readable beside a key "unused" or "ollama").
+    plain = secret.casefold()
+    encoded = {f for f in encoded - exact if f.casefold() != plain}
+    exact = {f for f in exact if f.casefold() != plain}
+    folded = len(secret) >= SECRET_RUN
+    forms = [(f, False) for f in exact] + [(f, folded) for f in encoded]
+    if not forms:
+        return None
     forms.sort(key=lambda form: -len(form[0]))
     return re.compile(
-        "|".join(f"(?i:{re.escape(f)})" if folded else re.escape(f) for f, folded in forms)
+        "|".join(f"(?i:{re.escape(f)})" if fold else re.escape(f) for f, fold in forms)
     )
 
 
@@ -347,8 +357,14 @@ PLACEHOLDER_KEY = "unused"
 """The key sent to a server given by its base URL when ``$OPENAI_API_KEY`` is not set
 (local servers ignore it)."""
 
-_AUTH_STATUSES = {401: "authentication failed", 403: "permission denied"}
-"""Statuses whose server message is never passed on ("Secrets"), and what each means."""
+_AUTH_STATUSES = {
+    401: "the server refused {source} (authentication failed)",
+    403: (
+        "permission denied to {source}: the server took the key but does not allow this "
+        "request (a model, project or region the key has no access to, or a refused key)"
+    ),
+}
+"""Statuses whose server message is never passed on ("Secrets"), and what each says."""
 
 
 def _key_source(key: str | None, key_env: str | None) -> str:
@@ -551,7 +567,9 @@ class OpenAIBackend:
         )
 
     def _redact(self, text: str) -> str:
-        return redact(text, (self._api_key,) if self._api_key else ())
+        # The placeholder sent with no key set is no secret: text quoting it stays.
+        placeholder = self._key_source.startswith("the placeholder")
+        return redact(text, (self._api_key,) if self._api_key and not placeholder else ())
 
     def _client(self) -> AsyncOpenAI:
         loop = asyncio.get_running_loop()
@@ -661,11 +679,8 @@ class OpenAIBackend:
     def _refusal(self, status: int) -> str:
         """The message of a server refusing the key: the status, what it means and where
         the key came from, without the server's text (it may quote the key, encoded)."""
-        meaning = _AUTH_STATUSES.get(status, "authentication failed")
-        return (
-            f"HTTP {status}: the server refused {self._key_source} ({meaning}); "
-            "its message is not shown, as it may quote the key"
-        )
+        said = _AUTH_STATUSES.get(status, _AUTH_STATUSES[401]).format(source=self._key_source)
+        return f"HTTP {status}: {said}; its message is not shown, as it may quote the key"
 
     def _status_failure(
         self,

@@ -44,9 +44,11 @@ Choices this module makes:
   derives the record from the resolution, and the next resolve attempt (or
   :func:`complete_resolutions`) journals it.
 * **Content binding.** :func:`content_sha256` is the sha256 of the canonical JSON of the
-  review item in its journal form (:func:`~dissensus.pipeline.review_form.journal_form`,
-  each reasoning once), whether it is given the item or its journalled payload; items
-  journalled whole before that form hash as if journalled in it. A resolve may quote it (the service requires it); a hash
+  review item whole, as every door returns it (each position with its reasoning), whether
+  it is given the item or its journalled payload in either form
+  (:func:`~dissensus.pipeline.review_form.whole_form`): a client can check it against the
+  item it was shown, and a hash quoted before review items were journalled with each
+  reasoning once still holds. A resolve may quote it (the service requires it); a hash
   that does not match is :class:`StaleContent` and nothing is written.
 * **Claims** (:func:`claim`) say who is working on an item until when; they are not part
   of the hash chain. A resolve by someone other than the holder of an unexpired claim is
@@ -88,7 +90,7 @@ from pydantic import BaseModel
 from dissensus.errors import DissensusError, InputError
 from dissensus.io.limits import MAX_FIELD_CHARS
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
-from dissensus.pipeline.review_form import journal_form
+from dissensus.pipeline.review_form import whole_form
 from dissensus.pipeline.run_events import ReviewResolved
 from dissensus.quoting import quote_short
 from dissensus.store import event_types as ev
@@ -347,9 +349,10 @@ def split_ref(ref: str, what: str = "review id") -> tuple[str, int]:
 
 
 def content_sha256(item: ReviewItem | dict[str, object]) -> str:
-    """sha256 of the canonical JSON of the review item in its journal form."""
-    data = item.model_dump(mode="json") if isinstance(item, ReviewItem) else item
-    return sha256_text(canonical(journal_form(data)))
+    """sha256 of the canonical JSON of the review item whole (each position with its
+    reasoning), given the item or its journalled payload in either form."""
+    data = item.model_dump(mode="json") if isinstance(item, ReviewItem) else whole_form(item)
+    return sha256_text(canonical(data))
 
 
 def _generation(journal: Journal, run_id: str, line: int) -> int:

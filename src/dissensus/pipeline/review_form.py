@@ -21,9 +21,10 @@ Choices this module makes:
 * **Old journals.** Items journalled whole read as before; the journal's schema revision
   4 marks journals that may hold items in this form, so versions before it refuse them
   instead of misreading them (:mod:`dissensus.store.migrations`).
-* **The content hash** binds the journal form (:func:`dissensus.pipeline.review.content_sha256`
-  applies :func:`journal_form` to whatever it is given): an item and its journalled
-  payload, in either form, hash alike.
+* **The content hash** binds the item whole, as every door returns it
+  (:func:`dissensus.pipeline.review.content_sha256` applies :func:`whole_form` to a
+  payload): an item and its journalled payload, in either form, hash alike, and alike
+  before and after this form.
 """
 
 from __future__ import annotations
