@@ -516,3 +516,49 @@ async def test_the_queue_names_a_resolved_decision_as_the_case_page_does(tmp_pat
     assert f"resolved: <bdi>{shown}</bdi> <small>(option <bdi>1</bdi>)</small>" in queue
     assert "resolved: <bdi>not &lt;i&gt;listed&lt;/i&gt;</bdi></td>" in queue
     assert "<script>alert" not in queue
+
+
+async def test_an_item_journalled_without_todays_defaults_resolves_from_its_page(
+    tmp_path: Path,
+) -> None:
+    """An item an early version journalled lacks fields the model now fills with defaults
+    (``audit``, ``stratum``, ``acceptance_sha256``): its page quotes the hash the resolve
+    checks (the journalled payload's), so the reviewer's decision is taken."""
+    import json
+    import sqlite3
+
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run = (
+            await client.post("/v1/decide", json=[escalating("old")], headers=auth("sub"))
+        ).json()
+        (review_id,) = (r["review_id"] for r in run["records"])
+        with sqlite3.connect(s.journal) as db:
+            (payload,) = db.execute(
+                "SELECT payload FROM events WHERE type = 'review.opened'"
+            ).fetchone()
+            early = {
+                k: v
+                for k, v in json.loads(payload).items()
+                if k not in ("audit", "stratum", "acceptance_sha256")
+            }
+            db.execute(
+                "UPDATE events SET payload = ? WHERE type = 'review.opened'",
+                (json.dumps(early, sort_keys=True, separators=(",", ":")),),
+            )
+        assert (await _login(client, "rev")).status_code == 303
+        case = await client.get(f"/review/case/{review_id}")
+        assert case.status_code == 200
+        listed = (await client.get("/v1/review", headers=auth("rev"))).json()
+        (entry,) = (e for e in listed if e["review_id"] == review_id)
+        assert _sha(case.text) == entry["content_sha256"]
+        done = await client.post(
+            f"/review/case/{review_id}/resolve",
+            data={
+                "decision": "1",
+                "note": "checked",
+                "content_sha256": _sha(case.text),
+                "csrf": csrf_of(case.text),
+            },
+        )
+        assert done.status_code == 303, done.text

@@ -19,8 +19,9 @@ Choices this module makes:
   reasoning without such an output stays as it is, and validating it names the field
   (``positions.N.reasoning``), as any other damaged payload.
 * **Old journals.** Items journalled whole read as before; the journal's schema revision
-  4 marks journals that may hold items in this form, so versions before it refuse them
-  instead of misreading them (:mod:`dissensus.store.migrations`).
+  4 marks journals that may hold items in this form, so versions before it that know
+  schema revisions refuse them instead of misreading them; 0.1 and 0.2, which know none,
+  fail on such an item (:mod:`dissensus.store.migrations`).
 * **The content hash** binds the item whole, as every door returns it
   (:func:`dissensus.pipeline.review.content_sha256` applies :func:`whole_form` to a
   payload): an item and its journalled payload, in either form, hash alike, and alike

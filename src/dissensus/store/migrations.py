@@ -21,7 +21,8 @@ Revisions:
 4. **Review items in their journal form**: no table changes; a journal at this revision
    may hold review items whose positions leave their reasonings to the panel beside them
    (:mod:`dissensus.pipeline.review_form`), which versions before it cannot read, so
-   they refuse it. Journals before it read as they are.
+   those that know schema revisions refuse it (0.1 and 0.2 know none: they open it and
+   fail on such an item). Journals before it read as they are.
 
 Choices this module makes:
 

@@ -125,7 +125,8 @@ def case_page(
     service = service_of(request)
     desk = service.desk
     view = QueueView.of(request)
-    item = desk.status(review_id).item
+    found = desk.status(review_id)
+    item = found.item
     resolution = desk.resolution(review_id)
     prev_id, next_id = neighbours(request, review_id, view, who.principal.name)
     scores = {s.agent: s.score for s in item.acceptance.signals} if item.acceptance else {}
@@ -149,7 +150,9 @@ def case_page(
             item.reason, options, sum(1 for p in item.positions if p.decision is None)
         ),
         scores=scores,
-        sha256=content_sha256(item),
+        # The hash the resolve checks against (the journalled payload's): an item an
+        # early version journalled without fields the model now defaults hashes otherwise.
+        sha256=found.content_sha256 or content_sha256(item),
         resolution=resolution,
         claim=desk.live_claim(review_id) if resolution is None else None,
         history=desk.history(review_id),
