@@ -63,7 +63,12 @@ Choices this module makes:
   bytes (streamed, "Response size") read with ``orjson``; ``chat.completions.create`` would re-walk the body
   against the SDK's typed parameters and build response models of which only five
   fields are read, about a third of a call's CPU on loopback. A body that is not JSON
-  is a retryable ``malformed_response``, as a body without ``choices`` is. The endpoint
+  is a retryable ``malformed_response``, as a body without ``choices`` is, and so is a
+  body whose first choice is not an object or holds no ``message`` object (``{"choices":
+  ["The answer is 7."]}``): such a body is no chat completion, never an empty answer. A
+  ``message`` object whose ``content`` is ``""`` or ``null`` (and no ``refusal``) is an
+  empty answer, a message holding only ``tool_calls`` included: no tools are offered,
+  so a tool call is no answer, and asking again would likely get the same. The endpoint
   is joined with the base URL once per client (:meth:`OpenAIBackend._endpoint`), its
   path before the base URL's query (``/v1?api-version=V`` asks
   ``/v1/chat/completions?api-version=V``).
@@ -820,9 +825,15 @@ class OpenAIBackend:
             )
         if not choices:
             raise BackendError("response has no choices", kind="empty_choices", retryable=True)
-        choice = choices[0] if isinstance(choices[0], dict) else {}
-        message = choice.get("message")
-        message = message if isinstance(message, dict) else {}
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(choice, dict) or not isinstance(message, dict):
+            what = "choice" if not isinstance(choice, dict) else "choice's message"
+            raise BackendError(
+                f"response's first {what} is not an object",
+                kind="malformed_response",
+                retryable=True,
+            )
         content = message.get("content")
         if isinstance(content, list):  # content parts (some servers): their text, in order
             content = "".join(
