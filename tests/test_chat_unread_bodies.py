@@ -164,3 +164,19 @@ def test_a_member_whose_choice_is_a_bare_string_fails_after_its_retries(tmp_path
     assert (info.value.status, info.value.code) == (502, "panel_unavailable")
     assert "malformed_response" in str(info.value)
     assert hits[0] == 2  # the first attempt and its retry
+
+
+def test_the_tokens_a_body_without_choices_reports_are_in_the_usage(tmp_path: Path) -> None:
+    with serving({"choices": [], "usage": USAGE}) as (url, hits):
+        empty = OpenAIBackend("m", base_url=url, api_key="sk-test", timeout_s=5)
+        done = _complete(
+            tmp_path,
+            {"a": empty, "b": _answering("The answer is 7."), "c": _answering("7")},
+            max_retries=1,
+        )
+    assert hits[0] == 2
+    report = next(m for m in done.dissensus.members if m.name == "a")
+    assert report.status == "failed" and "empty_choices" in (report.why or "")
+    # Two answers of 5 + 5 tokens, and each of the failed member's two attempts' 100 + 7.
+    assert done.usage.prompt_tokens == 2 * 5 + 2 * 100
+    assert done.usage.completion_tokens == 2 * 5 + 2 * 7
