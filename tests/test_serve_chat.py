@@ -10,6 +10,8 @@ journalled.
 
 from __future__ import annotations
 
+import asyncio
+import html
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,14 +30,14 @@ from chat_helpers import (
     write_policy,
 )
 from cli_helpers import cli
-from dissensus.panels import PanelChat
+from dissensus.panels import Members, PanelChat
 from dissensus.pipeline import decide, load_policy
 from dissensus.pipeline.durable import case_step
 from dissensus.pipeline.policy import PanelSettings, policy_from_dict
 from dissensus.pipeline.steps import CaseInput
 from dissensus.serve import ServeSettings, create_app
 from dissensus.store.journal import Journal
-from serve_helpers import auth, write_tokens
+from serve_helpers import auth, client_for, login, write_tokens
 
 pytest.importorskip("sklearn")
 openai = pytest.importorskip("openai")
@@ -519,3 +521,87 @@ def test_the_sdk_retrieves_the_model_it_lists(server: str) -> None:
         _sdk(server, "nobody").models.retrieve("dissensus-panel")
     with pytest.raises(openai.PermissionDeniedError):
         _sdk(server, "rev").models.retrieve("dissensus-panel")
+
+
+class _Member:
+    """A member backend answering ``text`` with ``finish`` as its finish reason, or failing."""
+
+    provider = "test"
+
+    def __init__(self, text: str | None, finish: str | None = "stop") -> None:
+        self.model_id = "scripted"
+        self.text, self.finish = text, finish
+
+    async def send(self, request: Any, *, json_mode: Any) -> Any:
+        from dissensus.llm.base import BackendError, BackendResponse
+
+        if self.text is None:
+            raise BackendError("broken", kind="client_error", retryable=False)
+        return BackendResponse(
+            text=self.text,
+            model="scripted",
+            prompt_tokens=5,
+            completion_tokens=5,
+            finish_reason=self.finish,
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_cut_off_answer_is_no_agreeing_reasoning(tmp_path: Path) -> None:
+    # One real vote, one answer cut off at the cap that echoes it, two broken members:
+    # the cut-off text is no reasoning agreeing with the vote, so learned acceptance
+    # does not commit a panel of one voice; the reviewer still sees what was said.
+    # The acceptance of 120 items (not the module's 90) scored the panel 0.987 when the
+    # cut-off text counted as reasoning: more than a unanimous panel of four scores.
+    world = tmp_path / "world"
+    world.mkdir()
+    write_policy(world)
+    policy, _ = load_policy(world / "policy.yaml")
+    calibration = items(120)
+    write_members(world, calibration, policy.panel)
+    panels = fanned_panels(world, calibration, policy.panel)
+    write_acceptance(world, panels, [it.gold for it in calibration])
+    write_tokens(world / "tokens.txt")
+    said = "Counting gives seven. The answer is 7."
+    cut = "The answer is 7."
+    backends = {
+        "solver-a": _Member(said),
+        "solver-b": _Member(cut, "length"),
+        "solver-c": _Member(None),
+        "solver-d": _Member(None),
+    }
+    members = Members(policy.panel, backends)
+    question = "Item 5: Tom has 3 apples and buys 4 more. How many apples does he have?"
+    body = {"model": "m", "messages": [{"role": "user", "content": question}]}
+    journal_path = tmp_path / "j.sqlite"
+    with Journal(str(journal_path)) as journal:
+        chat = PanelChat(policy, journal=journal, members=members, policy_dir=world)
+        try:
+            done = chat.complete(body)
+        finally:
+            chat.close()
+        entered = case_step(journal, done.dissensus.run_id, 1, "input")
+    assert done.dissensus.status == "escalated", done.dissensus
+    reports = {m.name: m for m in done.dissensus.members}
+    assert reports["solver-b"].status == "abstained" and "length" in (reports["solver-b"].why or "")
+    panel = CaseInput.model_validate(entered).panel
+    reasoning = {o.agent: o.reasoning for o in panel.outputs}
+    assert reasoning["solver-b"] == "" and reasoning["solver-a"] == said
+    assert panel.meta["answers"]["solver-b"] == cut
+    review_id = done.dissensus.review_id
+    assert review_id is not None
+    served = ServeSettings(
+        journal=str(journal_path),
+        policy=str(world / "policy.yaml"),
+        tokens=str(world / "tokens.txt"),
+    )
+
+    async def page() -> str:
+        async with client_for(served) as client:
+            assert (await login(client, "rev")).status_code == 303
+            return (await client.get(f"/review/case/{review_id}")).text
+
+    shown = html.unescape(asyncio.run(page()))
+    assert cut in shown and "not read as reasoning" in shown

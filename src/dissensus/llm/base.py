@@ -266,6 +266,9 @@ class BackendError(LLMError):
     ``malformed_response``, ``empty_choices``, ``client_error``, ``schema_unsupported``,
     ``cut_off`` (:class:`Cutoff`), ``response_too_large`` (a body past the backend's cap).
     ``retry_after`` is the server's ``Retry-After`` in seconds, when it sent one.
+    ``prompt_tokens`` and ``completion_tokens`` are the tokens the server reported for
+    the failed attempt (a body whose ``usage`` was readable though its answer was not):
+    the client charges them to the call, its usage and its budget.
     """
 
     def __init__(
@@ -276,12 +279,16 @@ class BackendError(LLMError):
         retryable: bool,
         status: int | None = None,
         retry_after: float | None = None,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
 
     def describe(self) -> str:
         """One line for the attempt log of a :class:`ModelCallError`."""

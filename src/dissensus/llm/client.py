@@ -19,8 +19,10 @@ Choices this module makes:
   raises :class:`BudgetExceeded` even in the middle of a call's retries.
 * **Usage.** ``calls`` counts logical calls that made at least one attempt (a call
   refused before its first attempt is not a call); ``attempts`` counts every request
-  handed to the backend. Failed attempts carry no tokens; an answered attempt carries
-  the tokens the server reported, whether or not its answer validates. A call that
+  handed to the backend. An answered attempt carries the tokens the server reported,
+  whether or not its answer validates; a failed attempt carries those its
+  :class:`~dissensus.llm.base.BackendError` reports (a body whose ``usage`` was read
+  though its answer was not, ``choices: []``), else none. A call that
   fails raises an :class:`~dissensus.llm.base.LLMError` whose ``usage`` is what it
   spent (its attempts and those tokens). ``usage_by_agent`` keys calls without an
   agent as ``"-"``.
@@ -360,10 +362,16 @@ class ModelClient:
         result: BackendResponse | None,
         *,
         first: bool,
+        failure: BackendError | None = None,
     ) -> None:
-        """Settle an attempt's budget ``reservation`` with what it used and count it."""
-        prompt = result.prompt_tokens if result is not None else 0
-        completion = result.completion_tokens if result is not None else 0
+        """Settle an attempt's budget ``reservation`` with what it used and count it (a
+        failed attempt: the tokens its server reported, :class:`BackendError`)."""
+        if result is not None:
+            prompt, completion = result.prompt_tokens, result.completion_tokens
+        elif failure is not None:
+            prompt, completion = failure.prompt_tokens, failure.completion_tokens
+        else:
+            prompt = completion = 0
         cost = self.budget.settle(
             reservation,
             model=self.model_id,
@@ -506,7 +514,7 @@ class ModelClient:
                 if refused:  # the hook refused the attempt: nothing was sent or spent
                     self.budget.release(reservation)
                 else:
-                    self._settle(request, call, reservation, result, first=first)
+                    self._settle(request, call, reservation, result, first=first, failure=failure)
             if result is not None:
                 return result
             assert failure is not None

@@ -63,7 +63,15 @@ Choices this module makes:
   bytes (streamed, "Response size") read with ``orjson``; ``chat.completions.create`` would re-walk the body
   against the SDK's typed parameters and build response models of which only five
   fields are read, about a third of a call's CPU on loopback. A body that is not JSON
-  is a retryable ``malformed_response``, as a body without ``choices`` is. The endpoint
+  is a retryable ``malformed_response``, as a body without ``choices`` is, and so is a
+  body whose first choice is not an object or holds no ``message`` object (``{"choices":
+  ["The answer is 7."]}``): such a body is no chat completion, never an empty answer. A
+  ``message`` object whose ``content`` is ``""`` or ``null`` (and no ``refusal``) is an
+  empty answer, a message holding only ``tool_calls`` included: no tools are offered,
+  so a tool call is no answer, and asking again would likely get the same. A body whose
+  answer cannot be read (these, ``choices: []``) still charges the tokens its ``usage``
+  reports: the :class:`~dissensus.llm.base.BackendError` carries them, and the client
+  counts them in the call's usage and its budget, as it counts an answer's. The endpoint
   is joined with the base URL once per client (:meth:`OpenAIBackend._endpoint`), its
   path before the base URL's query (``/v1?api-version=V`` asks
   ``/v1/chat/completions?api-version=V``).
@@ -814,15 +822,30 @@ class OpenAIBackend:
     def _read(self, completion: Any, args: JsonObject) -> BackendResponse:
         """The answer of a chat-completion body (parsed JSON, read without building models)."""
         choices = completion.get("choices") if isinstance(completion, dict) else None
-        if not isinstance(choices, list):
-            raise BackendError(
-                "response is not a chat completion", kind="malformed_response", retryable=True
+        usage = completion.get("usage") if isinstance(completion, dict) else None
+        usage = usage if isinstance(usage, dict) else {}
+        # Read before the answer: a failed attempt's reported tokens are charged too.
+        prompt_tokens = _count(usage.get("prompt_tokens"))
+        completion_tokens = _count(usage.get("completion_tokens"))
+
+        def unread(why: str, kind: str = "malformed_response") -> BackendError:
+            return BackendError(
+                why,
+                kind=kind,
+                retryable=True,
+                prompt_tokens=prompt_tokens or 0,
+                completion_tokens=completion_tokens or 0,
             )
+
+        if not isinstance(choices, list):
+            raise unread("response is not a chat completion")
         if not choices:
-            raise BackendError("response has no choices", kind="empty_choices", retryable=True)
-        choice = choices[0] if isinstance(choices[0], dict) else {}
-        message = choice.get("message")
-        message = message if isinstance(message, dict) else {}
+            raise unread("response has no choices", "empty_choices")
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(choice, dict) or not isinstance(message, dict):
+            what = "choice" if not isinstance(choice, dict) else "choice's message"
+            raise unread(f"response's first {what} is not an object")
         content = message.get("content")
         if isinstance(content, list):  # content parts (some servers): their text, in order
             content = "".join(
@@ -836,13 +859,7 @@ class OpenAIBackend:
         refused = not content and isinstance(refusal, str) and bool(refusal.strip())
         text = content or refusal or ""
         if not isinstance(text, str):
-            raise BackendError(
-                "response message has no text", kind="malformed_response", retryable=True
-            )
-        usage = completion.get("usage")
-        usage = usage if isinstance(usage, dict) else {}
-        prompt_tokens = _count(usage.get("prompt_tokens"))
-        completion_tokens = _count(usage.get("completion_tokens"))
+            raise unread("response message has no text")
         if prompt_tokens is None:
             prompt_tokens = estimate_tokens("\n".join(m["content"] for m in args["messages"]))
         if completion_tokens is None:

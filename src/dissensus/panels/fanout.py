@@ -19,8 +19,13 @@ Choices this module makes:
   ZeroEval scores its solvers.
 * **A cut-off answer is no vote.** An answer the server ended early, at the completion
   cap (``finish_reason`` ``"length"``) or by its content filter (``"content_filter"``), is
-  an abstention whatever it reads as (a "125" cut to "12" is not a vote for 12): its text
-  stays its reasoning, and ``why`` names the finish reason. A request's
+  an abstention whatever it reads as (a "125" cut to "12" is not a vote for 12), and one
+  with **empty reasoning**, as a blank answer is (:mod:`dissensus.panels.answers`): its
+  text, read as reasoning, agreed with the vote it echoed, so one real vote and a cut-off
+  copy of it read as two agreeing members and learned acceptance could commit a panel
+  most of whose members were broken or cut off. ``why`` names the finish reason and
+  ``meta.answers`` keeps the text, which the review's case page shows beside the
+  member's empty reasoning. A request's
   ``max_tokens`` lowers the members' cap, so a client asking for a small one gets
   abstentions, not votes read from truncated answers.
 * **A refusal is no vote.** An answer whose message holds a ``refusal`` and no content
@@ -595,7 +600,9 @@ class Members:
                 answer, why = _read(got.text, st)
                 cut = CUT_SHORT.get(got.watched.finish_reason or "")
                 if answer is not None and cut is not None:
-                    answer = MemberAnswer(decision=None, reasoning=answer.reasoning, why=cut)
+                    # No reasoning either: its text, cut off, would read as agreeing with
+                    # the votes it echoes (module docstring); meta.answers keeps it.
+                    answer = MemberAnswer(decision=None, reasoning="", why=cut)
             if answer is None:
                 why = why or "no answer"
                 if len(why) > MAX_WHY_CHARS:

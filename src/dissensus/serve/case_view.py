@@ -32,6 +32,11 @@ Choices this module makes:
   one message (a system prompt, earlier turns), every message is shown too, role by
   role, in order, each as verbatim text like an agent's reasoning; the message that is
   the question is marked as such (and starts folded, being shown just above).
+* **Answers not read as reasoning** (:func:`unread_answers`): a chat member whose
+  answer the panel holds as an abstention with empty reasoning while ``meta.answers``
+  keeps its text (an answer the server cut off: :mod:`dissensus.panels.fanout`) is
+  shown that text, verbatim, marked as not read as reasoning, with ``meta.members``'
+  why: the reviewer sees what the member said, the reading never counted it.
 * **Plain reasons.** The escalation reason is a technical trail; the page leads with
   sentences derived from the positions and from the known forms of that trail (guard,
   re-ask or why there was none, deliberation, negotiation, routing, reliability,
@@ -76,6 +81,7 @@ __all__ = [
     "option_views",
     "options_named",
     "plain_reasons",
+    "unread_answers",
     "word_diff",
 ]
 
@@ -128,6 +134,32 @@ def asked_view(panel: dict[str, Any]) -> AskedView:
     users = [i for i, m in enumerate(messages) if m.role == "user"]
     at = users[-1] if users and messages[users[-1]].text == question else None
     return AskedView(question, messages, at)
+
+
+def unread_answers(
+    panel: dict[str, Any],  # the journalled panel JSON, read as it is
+    positions: Sequence[tuple[str, str | None, str]],
+) -> dict[str, tuple[str, str | None]]:
+    """Agent -> (its text, why) of each abstaining position with empty reasoning whose
+    text the panel keeps in ``meta.answers`` (see the module docstring)."""
+    meta = panel.get("meta")
+    meta = meta if isinstance(meta, dict) else {}
+    answers = meta.get("answers")
+    if not isinstance(answers, dict):
+        return {}
+    reports = meta.get("members")
+    whys = {
+        r["name"]: r.get("why")
+        for r in (reports if isinstance(reports, list) else [])
+        if isinstance(r, dict) and isinstance(r.get("name"), str)
+    }
+    out: dict[str, tuple[str, str | None]] = {}
+    for agent, decision, reasoning in positions:
+        text = answers.get(agent)
+        if decision is None and not reasoning and isinstance(text, str) and text.strip():
+            why = whys.get(agent)
+            out[agent] = (text, why if isinstance(why, str) else None)
+    return out
 
 
 def option_views(

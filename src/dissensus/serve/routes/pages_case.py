@@ -64,7 +64,7 @@ from dissensus.pipeline.review import (
     StaleContent,
     refuse_others_claim,
 )
-from dissensus.serve.case_view import asked_view, option_views, plain_reasons
+from dissensus.serve.case_view import asked_view, option_views, plain_reasons, unread_answers
 from dissensus.serve.journal_adapter import (
     AmbiguousAnswer,
     TextTooLong,
@@ -145,6 +145,9 @@ def case_page(
         title=f"case {item.review_id}",
         item=item,
         asked=asked_view(item.panel),
+        unread=unread_answers(
+            item.panel, [(p.agent, p.decision, p.reasoning) for p in item.positions]
+        ),
         **option_context(options),
         plain=plain_reasons(
             item.reason, options, sum(1 for p in item.positions if p.decision is None)
