@@ -124,7 +124,11 @@ def test_wrong_audits_suspend_later_automatic_commits(
     assert "Learned acceptance is suspended" in " ".join(capsys.readouterr().out.split())
     # The run decided before the audits were answered met no suspension.
     assert main(["runs", "show", "r1", "--journal", str(journal), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["acceptance"] == {"suspended": [], "held": None}
+    assert json.loads(capsys.readouterr().out)["acceptance"] == {
+        "suspended": [],
+        "held": None,
+        "held_on_resume": False,
+    }
     with Journal(str(journal)) as jr:
         later = final_records(jr, "r2")
         suspended = list(jr.events("r2", type="acceptance.suspended"))

@@ -152,10 +152,13 @@ def print_summary(
     )
     figures = tally.figures
     stopped = acceptance.words() if acceptance is not None else None
-    # The guarantee speaks for learned acceptance's commits: a held run made none, and a
-    # suspended one only where a stratum was still free.
+    # The guarantee speaks for learned acceptance's commits: a held run made none (one
+    # held on a resume, only those before it), and a suspended one only where a stratum
+    # was still free.
     speaks = stopped is None or (
-        acceptance is not None and acceptance.held is None and tally.learned
+        acceptance is not None
+        and (acceptance.held is None or acceptance.held_on_resume)
+        and bool(tally.learned)
     )
     if stopped is not None:
         out_console.print(shown(stopped), soft_wrap=True)

@@ -153,7 +153,7 @@ def runs_show(
         # run appended to meanwhile is shown as far as its rows were counted.
         info = store.run(run_id) or info
         settled = seen.records.settle(store, run_id).values()
-        acceptance = acceptance_of(seen.started, seen.suspensions)
+        acceptance = acceptance_of(seen.started, seen.suspensions, held=seen.held)
         by_type = seen.by_type
         started, checked = seen.started, seen.shift
         spec = RunSpec.from_started(started.payload).summary() if started is not None else None
@@ -206,7 +206,7 @@ def runs_show(
 class _Seen:
     """What ``runs show`` shows of a run, gathered from its rows as one pass meets them:
     counts by type, the ``run/started`` and ``run/shift`` events, whether it finished,
-    its acceptance suspensions and its final records (only their actions unless
+    its acceptance suspensions and hold and its final records (only their actions unless
     ``whole``); no list of the run's events."""
 
     def __init__(self, *, whole: bool) -> None:
@@ -217,6 +217,7 @@ class _Seen:
         self.shift: Event | None = None
         self.finished = False
         self.suspensions: list[Event] = []
+        self.held: Event | None = None
         self.records = FinalRecords(whole=whole)
 
     def add(self, row: EventRow) -> None:
@@ -233,6 +234,8 @@ class _Seen:
             self.finished = True
         elif event.type == ev.ACCEPTANCE_SUSPENDED:
             self.suspensions.append(event)
+        elif event.type == ev.ACCEPTANCE_HELD and self.held is None:
+            self.held = event
         self.records.add(event)
 
 

@@ -9,7 +9,10 @@ way: ``MajorityVote``, ``Wawa`` and ``DawidSkene`` behind one ``fit``/``predict`
 * :class:`TrustRegionAcceptor` — the measured trust regions of a reliability
   calibration (:mod:`dissensus.pipeline.trust_regions`);
 * :class:`HeldAcceptor` — an acceptance file on hold after a shift check with
-  ``on_shift: escalate``: it accepts nothing and says why.
+  ``on_shift: escalate``: it accepts nothing and says why. The hold is the run
+  specification's ``shift_hold``: set by :func:`~dissensus.pipeline.batch.start_run`,
+  or, for a run the flag came after, by the resume that met it (its ``acceptance.held``
+  event; :mod:`dissensus.pipeline.batch`).
 
 :func:`acceptor_for` picks the one a run uses, once, from its run specification: a held
 file first, then learned acceptance when a file is configured, else the trust regions

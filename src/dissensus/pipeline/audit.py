@@ -33,7 +33,7 @@ Choices this module makes:
   (its own ``acceptance.suspended`` events, each the monitor's verdict as
   :func:`monitor_status` computes it for the file) and the shift hold it started with
   (its specification's ``shift_hold``, the flag :func:`dissensus.pipeline.shift.holds`
-  reports), so that a run decided before a suspension is not said to be suspended.
+  reports) or met on a resume (its ``acceptance.held`` event, ``held_on_resume``), so that a run decided before a suspension is not said to be suspended.
   ``decide``'s summary and ``dissensus runs show`` (``--json``: ``acceptance``) say it.
 """
 
@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict
 from dissensus.acceptance.monitor import MonitorStep
 from dissensus.pipeline.confirm import EVENT as CONFIRMED
 from dissensus.pipeline.records import ReviewItem
+from dissensus.pipeline.run_events import HELD_KEY
 from dissensus.store import event_types as ev
 from dissensus.store.events import Event
 from dissensus.store.journal import Journal
@@ -265,10 +266,21 @@ class RunAcceptance(BaseModel):
     suspended: list[SuspendedStratum]
     """The strata the acceptance monitor suspended for the run (empty: none)."""
     held: str | None = None
-    """Why the run started with its acceptance file on hold (a flagged shift check)."""
+    """Why the run's acceptance file is on hold (a flagged shift check)."""
+    held_on_resume: bool = False
+    """Whether the hold came on a resume (a check flagged the file after the run
+    started): the cases journalled before it keep their records, automatic commits
+    among them."""
 
     def words(self) -> str | None:
         """One sentence for a run's summary (``None``: learned acceptance was free)."""
+        if self.held is not None and self.held_on_resume:
+            return (
+                "Learned acceptance is held after a shift check flagged its file while the "
+                f"run was stopped: {self.held}; it commits nothing from the resume on (the "
+                "cases decided before it keep their records), and the cases it would have "
+                "judged go to review."
+            )
         if self.held is not None:
             return (
                 f"Learned acceptance is held after a flagged shift check: {self.held}; it "
@@ -289,13 +301,20 @@ def run_acceptance(journal: Journal, run_id: str) -> RunAcceptance | None:
     started = journal.get(run_id, "run/started")
     if started is None or not isinstance(started.payload.get("acceptance"), dict):
         return None
-    return acceptance_of(started, journal.events(run_id, type=ev.ACCEPTANCE_SUSPENDED))
+    return acceptance_of(
+        started,
+        journal.events(run_id, type=ev.ACCEPTANCE_SUSPENDED),
+        held=journal.get(run_id, HELD_KEY),
+    )
 
 
-def acceptance_of(started: Event | None, suspensions: Iterable[Event]) -> RunAcceptance | None:
-    """:func:`run_acceptance` of a run whose ``run/started`` event and
-    ``acceptance.suspended`` events (in sequence order) were read already (a command
-    gathering what it shows in one pass over the run)."""
+def acceptance_of(
+    started: Event | None, suspensions: Iterable[Event], *, held: Event | None = None
+) -> RunAcceptance | None:
+    """:func:`run_acceptance` of a run whose ``run/started`` event, ``acceptance.suspended``
+    events (in sequence order) and ``acceptance.held`` event (``held``: none when the
+    run met no flag on a resume) were read already (a command gathering what it shows in
+    one pass over the run)."""
     if started is None or not isinstance(started.payload.get("acceptance"), dict):
         return None
     suspended = []
@@ -310,4 +329,9 @@ def acceptance_of(started: Event | None, suspensions: Iterable[Event]) -> RunAcc
             )
         )
     hold = started.payload.get("shift_hold")
-    return RunAcceptance(suspended=suspended, held=str(hold) if hold else None)
+    if hold:
+        return RunAcceptance(suspended=suspended, held=str(hold))
+    since = held.payload.get("hold") if held is not None else None
+    return RunAcceptance(
+        suspended=suspended, held=str(since) if since else None, held_on_resume=bool(since)
+    )

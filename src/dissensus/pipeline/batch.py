@@ -104,6 +104,16 @@ Choices this module makes:
 * A resumed run is decided with the specification journalled at its start; a file that
   specification loaded and that has changed since is refused, naming the file
   (:meth:`~dissensus.pipeline.spec.RunSpec.check_files`).
+* **A shift flag holds a resumed run too.** :func:`start_run` puts the hold of a flagged
+  acceptance file (``on_shift: escalate``) in the run's specification; a check that
+  flags the file after the run started is read again each time the run is executed
+  (a resume, as the acceptance monitor's suspensions are, once per invocation, not
+  before each case): the run journals the hold as its own (``acceptance.held``, once,
+  before its next case) and decides the rest with it, so from the resume on learned
+  acceptance commits nothing and each case it would have judged says ``acceptance
+  held: ...``; later resumes read that event. The records journalled before the resume
+  stand as they were. A flag journalled while an invocation runs holds the run from
+  its next resume.
 """
 
 from __future__ import annotations
@@ -130,7 +140,14 @@ from dissensus.io.jsonl import Reject, blank_line, bounded_lines, parse_line
 from dissensus.pipeline.engine import followup_outcome
 from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunContext
 from dissensus.pipeline.records import CaseRecord
-from dissensus.pipeline.run_events import RunFinished, RunInput, RunStarted, RunStopped
+from dissensus.pipeline.run_events import (
+    HELD_KEY,
+    AcceptanceHeld,
+    RunFinished,
+    RunInput,
+    RunStarted,
+    RunStopped,
+)
 from dissensus.pipeline.runtime import PastDeadline
 from dissensus.pipeline.shift import check_run, checks_shift, latest_flag, load_shift_check
 from dissensus.pipeline.spec import (
@@ -389,6 +406,29 @@ def _with_shift_hold(journal: Journal, spec: RunSpec) -> RunSpec:
     return spec.model_copy(update={"shift_hold": hold})
 
 
+def _held_since_start(journal: Journal, run_id: str, spec: RunSpec) -> RunSpec:
+    """``spec`` (the run's, as journalled in its ``run.started``) with the hold a shift
+    check journalled since the run started puts on its acceptance file, under ``on_shift:
+    escalate``: the hold the run journalled when an earlier resume met it, else the
+    journal's newest flag of the file, journalled now as the run's own
+    (``acceptance.held``, once per run) so that the run reports it and every later
+    resume keeps it. A run that started held, or whose policy does not escalate, is
+    ``spec`` unchanged. The caller holds the run's lease."""
+    if spec.shift_hold is not None:
+        return spec
+    if spec.acceptance is None or spec.policy.acceptance.on_shift != "escalate":
+        return spec
+    journalled = journal.get(run_id, HELD_KEY)
+    if journalled is not None:
+        return spec.model_copy(update={"shift_hold": str(journalled.payload.get("hold"))})
+    held = _with_shift_hold(journal, spec)
+    if held.shift_hold is None:
+        return spec
+    payload = AcceptanceHeld(hold=held.shift_hold).payload()
+    journal.append(run_id, ev.ACCEPTANCE_HELD, payload, key=HELD_KEY)
+    return held
+
+
 MAX_STDIN_BYTES = 64 * 1024 * 1024
 """The most standard input a run takes (64 MiB): a run journals its standard input whole
 in its ``run.started`` (it cannot be read again on resume), and an event of hundreds of
@@ -507,6 +547,11 @@ async def execute_run(
             for record in _replay(journal, run_id, on_reject):
                 yield record
             return
+        if journal.deferred(run_id) is None:
+            # A flag journalled since the run started holds the file from here on, as
+            # the monitor's suspensions are read again by each invocation; a deferred
+            # run is new: start_run read the flags a moment ago.
+            spec = _held_since_start(journal, run_id, spec)
         limit = deadline_s if deadline_s is not None else spec.policy.deadline_s
         end = None if limit is None else asyncio.get_running_loop().time() + limit
         name, lines = input_lines(started.input)

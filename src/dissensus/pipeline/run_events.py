@@ -26,6 +26,8 @@ from typing_extensions import TypedDict
 from dissensus.types import JsonObject, Usage
 
 __all__ = [
+    "HELD_KEY",
+    "AcceptanceHeld",
     "ModelFailed",
     "ModelReserved",
     "ModelSent",
@@ -133,6 +135,18 @@ class RunStopped(_Payload):
     reason: Literal["deadline"]
     deadline_s: float
     cases: int
+
+
+HELD_KEY = "acceptance/held"
+"""The key of a run's ``acceptance.held`` event (one per run)."""
+
+
+class AcceptanceHeld(_Payload):
+    """``acceptance.held``: the hold a resumed run met on its acceptance file (a shift
+    check flagged the file after the run started, under ``on_shift: escalate``)."""
+
+    hold: str
+    """The reason its held cases carry after ``acceptance held:``."""
 
 
 class ModelSpend(_Payload):

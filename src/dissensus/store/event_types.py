@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Final, Literal
 
 __all__ = [
+    "ACCEPTANCE_HELD",
     "ACCEPTANCE_SHIFT",
     "ACCEPTANCE_SUSPENDED",
     "CASE_ACCEPTANCE",
@@ -46,6 +47,9 @@ __all__ = [
     "EventTypeName",
 ]
 
+ACCEPTANCE_HELD: Final = "acceptance.held"
+"""A hold on the run's acceptance file, met when the run resumed (a shift check flagged
+the file after the run started)."""
 ACCEPTANCE_SHIFT: Final = "acceptance.shift"
 """The shift check at the end of a run."""
 ACCEPTANCE_SUSPENDED: Final = "acceptance.suspended"
@@ -112,6 +116,7 @@ RUN_STOPPED: Final = "run.stopped"
 """A run stopped by its deadline (resumable)."""
 
 EventTypeName = Literal[
+    "acceptance.held",
     "acceptance.shift",
     "acceptance.suspended",
     "case.acceptance",
@@ -147,6 +152,7 @@ EventTypeName = Literal[
 
 EVENT_TYPES: Final[frozenset[str]] = frozenset(
     {
+        ACCEPTANCE_HELD,
         ACCEPTANCE_SHIFT,
         ACCEPTANCE_SUSPENDED,
         CASE_ACCEPTANCE,
