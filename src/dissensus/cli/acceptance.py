@@ -45,8 +45,11 @@ Choices this module makes:
   Only judged cases are compared: a panel the policy's routing rules escalate by a
   ``meta`` key is no copy of its judged twin. The summary and the file's ``built_from`` say how many were dropped
   (``duplicates`` with ``--json``). Dropped copies are not rejected lines: the exit code
-  is unchanged. The cross-fit folds also keep panels equal but for their id and gold
-  (the same case labelled twice, differently) in one fold.
+  is unchanged. The cross-fit folds read a case as the bound counts it: cases equal
+  in everything acceptance reads but their gold (a near copy, and the same case
+  labelled twice, differently) share one fold, so none is scored by a model fitted on
+  its copy (:func:`~dissensus.cli.acceptance_cases.panel_key`, the digest near copies
+  are counted once by, without the gold).
 * **One gold label.** When every calibration case acceptance judges has one and the
   same gold (every ``meta.gold`` is ``"1"``), the guarantee was measured on cases whose
   right answer is always that label: ``calibrate-acceptance`` says so on a ``warning:``
