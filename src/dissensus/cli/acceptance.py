@@ -8,7 +8,9 @@
 Both sources may be given together; their cases are pooled. ``LABELLED`` may be ``-``
 (standard input, read once: the cases are kept for the fit). A panel without
 ``meta.gold``, or whose gold is not a label (:func:`dissensus.types.gold_label`: a list,
-an object, an empty or blank string), is rejected naming ``meta.gold`` (reported with its line,
+an object, an empty or blank string), or, for a case with options, is none of them
+(``'3' is none of the case's options``; a case without options, a free answer, keeps
+any gold), is rejected naming ``meta.gold`` (reported with its line,
 exit code 3 after writing the file); a gold is read as a decision is (``2.0`` ->
 ``"2"``), so it matches the decisions whatever JSON type either was written with. With
 ``--strata FIELD``, a case whose ``meta.FIELD`` is a list or an object is rejected naming

@@ -8,6 +8,13 @@ cases. The choices are the command's (:mod:`dissensus.cli.acceptance`).
 
 Choices this module makes:
 
+* **A gold among the options.** A labelled panel whose case has options (``meta.options``,
+  or LLMBar's ``output_1`` / ``output_2``) and whose gold is none of them is rejected
+  naming ``meta.gold`` (``'3' is none of the case's options``), as a gold that is no
+  label is, while the other lines calibrate: calibrated on, it counted every answer
+  wrong, whatever the panel decided. A case without options (a free answer) keeps any
+  gold. A journal's case the reviewer decided outside the options is excluded already
+  (:mod:`dissensus.pipeline.labels`).
 * **One definition of a case.** :func:`panel_key`, which makes the cross-fit folds,
   and :func:`judged_once`, which counts near copies once, hash the same thing
   (:func:`_read_digest`): what acceptance reads of a panel (its outputs, its case's
@@ -320,9 +327,11 @@ class Once:
 
 
 def _refusal(panel: Panel, strata: str | None) -> tuple[str, str] | None:
-    """``(field, message)`` when ``panel`` is no labelled case: its gold is missing or not
-    a label, or its stratum value is not one (``strata``: the strata field)."""
+    """``(field, message)`` when ``panel`` is no labelled case: its gold is missing, not
+    a label, or none of the case's options (when it has options), or its stratum value
+    is not a label (``strata``: the strata field)."""
     from dissensus.acceptance.calibrate import stratum_refusal
+    from dissensus.cases import option_ids
 
     try:
         gold = gold_label(panel.meta)
@@ -330,6 +339,9 @@ def _refusal(panel: Panel, strata: str | None) -> tuple[str, str] | None:
         return "meta.gold", str(exc)
     if gold is None:
         return "meta.gold", "no gold decision: not a labelled case"
+    options = option_ids(panel.meta)
+    if options and gold not in options:
+        return "meta.gold", f"{quoted(gold)} is none of the case's options"
     if strata:
         why = stratum_refusal(panel.meta, strata)
         if why is not None:
