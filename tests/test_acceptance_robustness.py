@@ -720,6 +720,92 @@ def test_a_copy_differing_only_in_a_meta_key_nothing_reads_counts_once(
     assert res.err.count("in everything acceptance reads") == summary["near_copies"]
 
 
+@pytest.mark.parametrize(("copies", "key"), [(1, "batch"), (3, "source_tag")])
+def test_near_copies_by_a_meta_key_nothing_reads_share_the_original_s_fold(
+    workdir: Path, tmp_path: Path, copies: int, key: str
+) -> None:
+    """Every panel ``copies`` more times under new ids, differing only in a meta key
+    nothing reads: each near copy falls in its original's cross-fit fold, so the file's
+    threshold, counts and bound are those of a calibration told which cases are one. In
+    another fold, the original was scored by a model fitted on its copy: every judged
+    case accepted, the bound measured on scores out of fold in name only."""
+    from dissensus.acceptance import calibrate, load_acceptance
+    from dissensus.cli.acceptance import _policy_inputs
+    from dissensus.cli.acceptance_cases import gather, judged_once
+
+    lines = (workdir / "few.jsonl").read_text().splitlines()
+    near = []
+    for i in range(copies):
+        for k, line in enumerate(lines):
+            data = json.loads(line)
+            meta = {**data["meta"], key: f"{key}-{i}"}
+            near.append(json.dumps({**data, "id": f"near-{i}-{k}", "meta": meta}))
+    src = tmp_path / "near.jsonl"
+    src.write_text("\n".join([*lines, *near]) + "\n")
+    out = tmp_path / "B.json"
+    res = _calibrate(workdir, src, out)
+    assert res.code == 0, res.err
+    summary = json.loads(res.out)
+    assert summary["fitted_n"] == (copies + 1) * N and summary["duplicates"] == 0
+    assert summary["near_copies"] == copies * summary["calibration_n"]
+
+    # The same cases calibrated with each near copy marked as its original's case.
+    inputs = _policy_inputs(
+        str(workdir / "p.yaml"), out=str(out), rejects=None, reasoning=False, markers=False,
+        feature=None,
+    )  # fmt: skip
+    got = gather(inputs, labelled=str(src), journal=None, run=None, strata=None, rejects=None)
+    judged, _ = judged_once(got.read, got.judged, None, whole_meta=False)
+    told = calibrate(
+        got.cases, got.golds, target=0.8, delta=0.2, min_accepted=10, judged=judged,
+        keys=[str(k % N) for k in range(len(got.cases))],
+    )  # fmt: skip
+    written = load_acceptance(out)
+    figures = ("threshold", "calibration_n", "calibration_accepted", "calibration_correct")
+    assert {f: getattr(written, f) for f in figures} == {f: getattr(told, f) for f in figures}
+    assert written.error_upper == told.error_upper
+    assert written.calibration_accepted < summary["calibration_n"]
+    assert got.keys == got.keys[:N] * (copies + 1)
+
+
+def test_the_fold_key_is_what_acceptance_reads_but_the_gold() -> None:
+    """A meta key nothing reads, or the gold, leaves a panel's fold key as it is; what
+    acceptance reads (an output, the options, the stratum; with user features any meta
+    key) changes it. It is the digest near copies are counted once by."""
+    from dissensus.cli.acceptance_cases import _read_digest, panel_key
+
+    for panel in _panels()[:5]:
+        data = panel.model_dump(mode="json")
+
+        def twin(meta: dict[str, Any], outputs: Any = None, data: Any = data) -> Panel:
+            return Panel.model_validate(
+                {**data, "id": "twin", "meta": meta, "outputs": outputs or data["outputs"]}
+            )
+
+        key = panel_key(panel)
+        batch = twin({**data["meta"], "batch": 3, "source": "elsewhere"})
+        assert panel_key(batch) == key
+        assert (
+            panel_key(twin({**data["meta"], "gold": "1" if panel.meta["gold"] == "2" else "2"}))
+            == key
+        )
+        assert panel_key(batch, None, True) != panel_key(panel, None, True)
+        assert panel_key(batch, "stratum") == panel_key(panel, "stratum")
+        assert panel_key(twin({**data["meta"], "stratum": "b"}), "stratum") != panel_key(
+            panel, "stratum"
+        )
+        options = {**data["meta"]["options"], "1": data["meta"]["options"]["1"] + " more"}
+        assert panel_key(twin({**data["meta"], "options": options})) != key
+        outputs = [{**o, "decision": "1"} for o in data["outputs"]]
+        if any(o.decision != "1" for o in panel.outputs):
+            assert panel_key(twin(data["meta"], outputs)) != key
+        for strata in (None, "stratum"):
+            for whole in (False, True):
+                assert _read_digest(panel, strata, whole, gold=False) == panel_key(
+                    panel, strata, whole
+                )
+
+
 def _respaced(text: str, k: int) -> str:
     """``text`` with its whitespace changed the ``k``-th way (a trailing space, a doubled
     space, a tab and a newline for a space)."""

@@ -3,7 +3,8 @@ figures, its options and standard input.
 
 * ``meta.gold`` is read as a label, as a decision is (``2.0`` -> ``"2"``, ``true`` ->
   ``"true"``); a gold that is not a label (a list, an object, an empty or blank string)
-  is a reject naming ``meta.gold`` while the other lines calibrate.
+  is a reject naming ``meta.gold`` while the other lines calibrate, and so is a gold
+  that is none of the case's options (a case without options keeps any gold).
 * A stratum with too few calibration cases for a threshold ever to be tested in it is
   an error naming it (exit 2), and a reason listing strata is bounded.
 * Stratum values are read as labels too: a null is the missing stratum, a list or an
@@ -94,6 +95,8 @@ def test_a_boolean_gold_reads_as_a_boolean_decision_does(root: Path) -> None:
     for r in records:
         yes = r["meta"]["gold"] == "1"
         r["meta"]["gold"] = yes
+        # Options "1" and "2" would make a gold true or false a reject: a free answer.
+        del r["meta"]["options"]
         for out in r["outputs"]:
             if out["decision"] is not None:
                 out["decision"] = out["decision"] == "1"
@@ -370,3 +373,36 @@ def test_a_code_similarity_backend_follows_the_policys_allow_code(
             assert written["settings"]["similarity"] == "slow_embed:counting"
         else:
             assert "allow_code" in res.err and "Traceback" not in res.err, res.err
+
+
+@pytest.mark.parametrize("gold", ["3", 3, "tie"])
+def test_a_gold_outside_the_case_s_options_is_a_reject_naming_the_field(
+    root: Path, plain: dict[str, Any], gold: object
+) -> None:
+    """A gold that is none of the case's options was calibrated on, every answer counted
+    wrong; it is rejected like a gold that is no label, the good lines calibrated as
+    without it. A panel without options (a free answer) keeps its gold."""
+    records = _lines()
+    records[2]["meta"]["gold"] = gold
+    src = _write(root / "outside.jsonl", records)
+    rejects = root / "outside-rejects.jsonl"
+    res = _calibrate(root, src, root / "outside.json", "--rejects", str(rejects))
+    assert res.code == 3, res.err
+    said = f"rejected {src}:3: field 'meta.gold': '{gold}' is none of the case's options"
+    assert said in res.err, res.err
+    (reject,) = [json.loads(x) for x in rejects.read_text().splitlines()]
+    assert (reject["line"], reject["field"]) == (3, "meta.gold")
+    summary = json.loads(res.out)
+    assert summary["rejected"] == 1 and summary["fitted_n"] == 149
+    without = _write(root / "without.jsonl", records[:2] + records[3:])
+    alone = json.loads(_calibrate(root, without, root / "without.json").out)
+    for key in ("threshold", "calibration_n", "calibration_accepted", "calibration_correct"):
+        assert summary[key] == alone[key], key
+    # Without options, the same gold is calibrated on.
+    free = _lines()
+    for r in free:
+        del r["meta"]["options"]
+    free[2]["meta"]["gold"] = gold
+    res = _calibrate(root, _write(root / "free.jsonl", free), root / "free.json")
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["rejected"] == 0

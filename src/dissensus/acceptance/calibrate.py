@@ -23,8 +23,9 @@ that tested the threshold (what the bound counted), ``selection_n`` the half tha
 chose the family; the shift reference keeps both. The cases are taken to be distinct: the
 bound counts each as an independent draw, so a copy of a case would inflate it
 (``calibrate-acceptance`` drops a repeated panel id and a panel repeated under another
-id before it calibrates, warning about each, and passes a hash of each panel as
-``keys``, so that panels equal but for their id and gold share a cross-fit fold). Judged
+id before it calibrates, warning about each, and passes a hash of what acceptance
+reads of each panel but its gold as ``keys``, so that a near copy, differing only in a
+``meta`` key nothing reads, shares its original's cross-fit fold). Judged
 cases that all have one and the same feature vector are no sample for the shift check: a
 calibration that would set a threshold on them is refused (an
 :class:`~dissensus.errors.InputError`), as a file whose reference is copies of one row is. Every feature value must be finite and at most

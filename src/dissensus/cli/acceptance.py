@@ -8,7 +8,9 @@
 Both sources may be given together; their cases are pooled. ``LABELLED`` may be ``-``
 (standard input, read once: the cases are kept for the fit). A panel without
 ``meta.gold``, or whose gold is not a label (:func:`dissensus.types.gold_label`: a list,
-an object, an empty or blank string), is rejected naming ``meta.gold`` (reported with its line,
+an object, an empty or blank string), or, for a case with options, is none of them
+(``'3' is none of the case's options``; a case without options, a free answer, keeps
+any gold), is rejected naming ``meta.gold`` (reported with its line,
 exit code 3 after writing the file); a gold is read as a decision is (``2.0`` ->
 ``"2"``), so it matches the decisions whatever JSON type either was written with. With
 ``--strata FIELD``, a case whose ``meta.FIELD`` is a list or an object is rejected naming
@@ -45,8 +47,11 @@ Choices this module makes:
   Only judged cases are compared: a panel the policy's routing rules escalate by a
   ``meta`` key is no copy of its judged twin. The summary and the file's ``built_from`` say how many were dropped
   (``duplicates`` with ``--json``). Dropped copies are not rejected lines: the exit code
-  is unchanged. The cross-fit folds also keep panels equal but for their id and gold
-  (the same case labelled twice, differently) in one fold.
+  is unchanged. The cross-fit folds read a case as the bound counts it: cases equal
+  in everything acceptance reads but their gold (a near copy, and the same case
+  labelled twice, differently) share one fold, so none is scored by a model fitted on
+  its copy (:func:`~dissensus.cli.acceptance_cases.panel_key`, the digest near copies
+  are counted once by, without the gold).
 * **One gold label.** When every calibration case acceptance judges has one and the
   same gold (every ``meta.gold`` is ``"1"``), the guarantee was measured on cases whose
   right answer is always that label: ``calibrate-acceptance`` says so on a ``warning:``

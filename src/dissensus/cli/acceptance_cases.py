@@ -5,6 +5,24 @@ cases a journal's reviewers resolved, every run of the journal checked to have r
 guarded as ``--policy`` does (:func:`check_run`); a repeated panel id or a copy is dropped
 (:class:`Once`), and :func:`judged_once` counts a near copy once among the calibration
 cases. The choices are the command's (:mod:`dissensus.cli.acceptance`).
+
+Choices this module makes:
+
+* **A gold among the options.** A labelled panel whose case has options (``meta.options``,
+  or LLMBar's ``output_1`` / ``output_2``) and whose gold is none of them is rejected
+  naming ``meta.gold`` (``'3' is none of the case's options``), as a gold that is no
+  label is, while the other lines calibrate: calibrated on, it counted every answer
+  wrong, whatever the panel decided. A case without options (a free answer) keeps any
+  gold. A journal's case the reviewer decided outside the options is excluded already
+  (:mod:`dissensus.pipeline.labels`).
+* **One definition of a case.** :func:`panel_key`, which makes the cross-fit folds,
+  and :func:`judged_once`, which counts near copies once, hash the same thing
+  (:func:`_read_digest`): what acceptance reads of a panel (its outputs, its case's
+  question and options, its stratum; all of ``meta`` with user features), the fold key
+  without the gold. A panel differing from another only in a ``meta`` key nothing
+  reads (a batch number, a source tag) falls in the other's fold: were the keys the
+  whole panel, it would be scored "out of fold" by a model fitted on its copy while
+  the bound counted the two once, and the figures would overstate the precision.
 """
 
 from __future__ import annotations
@@ -127,7 +145,8 @@ def _add_labelled(
         reask=second_answers_under(policy),
     )
     got.golds += [g for _, g in pairs]
-    got.keys += [panel_key(p) for p in panels]
+    whole_meta = bool(inputs.settings.user)
+    got.keys += [panel_key(p, strata, whole_meta) for p in panels]
     got.groups += [str(stratum_of(p.meta, strata)) for p in panels] if strata else []
     got.sources.append(
         f"{'standard input' if labelled == '-' else labelled} ({len(panels)} labelled panels"
@@ -171,7 +190,7 @@ def _add_journalled(
             )
         )
         got.golds.append(case.gold)
-        got.keys.append(panel_key(case.panel))
+        got.keys.append(panel_key(case.panel, strata, bool(settings.user)))
         if strata:
             got.groups.append(str(stratum_of(case.panel.meta, strata)))
     repeated = once.dropped - before
@@ -212,29 +231,36 @@ def _digest(panel: Panel, *, gold: bool) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-def panel_key(panel: Panel) -> str:
-    """What makes two labelled cases one for the cross-fit folds: the panel but its id and gold."""
-    return _digest(panel, gold=False)
+def panel_key(panel: Panel, strata: str | None = None, whole_meta: bool = False) -> str:
+    """What makes two labelled cases one for the cross-fit folds: what acceptance reads of
+    the panel (:func:`_read_digest`, the digest :func:`judged_once` compares) but its gold.
+    A ``meta`` key nothing reads (a batch number, a source tag) does not make a near copy
+    another case: it shares its original's fold, so neither is scored by a model fitted
+    on the other."""
+    return _read_digest(panel, strata, whole_meta, gold=False)
 
 
-def _read_digest(panel: Panel, strata: str | None, whole_meta: bool) -> str:
-    """sha256 of what calibration reads of ``panel`` with its gold: its outputs, its case
-    (question and options), its stratum; all of ``meta`` when ``whole_meta`` (user
-    features may read any of it). Texts are compared with their whitespace collapsed."""
+def _read_digest(panel: Panel, strata: str | None, whole_meta: bool, *, gold: bool = True) -> str:
+    """sha256 of what calibration reads of ``panel``: its outputs, its case (question and
+    options), its stratum and (``gold``) its gold; all of ``meta`` when ``whole_meta``
+    (user features may read any of it). Texts are compared with their whitespace
+    collapsed."""
     from dissensus.cases import CaseSpec
 
     if whole_meta:
-        return _digest(panel, gold=True)
-    try:
-        gold: Any = gold_label(panel.meta)
-    except ValueError:
-        gold = panel.meta.get("gold")
+        return _digest(panel, gold=gold)
+    label: Any = None
+    if gold:
+        try:
+            label = gold_label(panel.meta)
+        except ValueError:
+            label = panel.meta.get("gold")
     data = _squeezed(
         {
             "outputs": [o.model_dump(mode="json") for o in panel.outputs],
             "case": CaseSpec.from_panel(panel).model_dump(mode="json"),
             "stratum": panel.meta.get(strata) if strata else None,
-            "gold": gold,
+            "gold": label,
         }
     )
     body = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -301,9 +327,11 @@ class Once:
 
 
 def _refusal(panel: Panel, strata: str | None) -> tuple[str, str] | None:
-    """``(field, message)`` when ``panel`` is no labelled case: its gold is missing or not
-    a label, or its stratum value is not one (``strata``: the strata field)."""
+    """``(field, message)`` when ``panel`` is no labelled case: its gold is missing, not
+    a label, or none of the case's options (when it has options), or its stratum value
+    is not a label (``strata``: the strata field)."""
     from dissensus.acceptance.calibrate import stratum_refusal
+    from dissensus.cases import option_ids
 
     try:
         gold = gold_label(panel.meta)
@@ -311,6 +339,9 @@ def _refusal(panel: Panel, strata: str | None) -> tuple[str, str] | None:
         return "meta.gold", str(exc)
     if gold is None:
         return "meta.gold", "no gold decision: not a labelled case"
+    options = option_ids(panel.meta)
+    if options and gold not in options:
+        return "meta.gold", f"{quoted(gold)} is none of the case's options"
     if strata:
         why = stratum_refusal(panel.meta, strata)
         if why is not None:
