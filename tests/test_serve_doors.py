@@ -282,7 +282,9 @@ async def test_a_decide_stopped_by_the_server_before_any_write_is_a_retryable_50
 
     policy = tmp_path / "policy.yaml"
     policy.write_text(
-        yaml.safe_dump({"reading": {"similarity": "slow_embed:gated"}, "allow_code": True}),
+        yaml.safe_dump(
+            {"reading": {"similarity": "slow_embed:gated", "theta_s": 0.5}, "allow_code": True}
+        ),
         encoding="utf-8",
     )
     slow_embed.GATE.clear()
