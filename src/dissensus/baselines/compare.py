@@ -8,7 +8,9 @@ CONCORD row is the certificate itself. :func:`score_outcome` has every covered a
 score one extra outcome (an arbiter's written plan) and calibrates it against the
 anchors recorded in the certificate; those calls are outside the run's bound and a
 faulty or out-of-range answer counts 0, as in the protocol, and is recorded as a fault
-(in the row's ``note``), never silently.
+(in the row's ``note``), never silently. A score is any real number but a ``bool``, as
+in the protocol (:func:`dissensus.concord.scale.real`): a NumPy number counts, an
+integer too large for a float is out of range, never an ``OverflowError``.
 
 Rules that need a third party (an LLM picking or writing a plan) go through the
 :class:`Arbiter` interface; :func:`compare_with` builds every row, the arbiter's
@@ -22,7 +24,6 @@ a rule that committed nothing comes last.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -36,7 +37,7 @@ from dissensus.baselines.decision_rules import (
 )
 from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome, ScoreFault
 from dissensus.concord.record import Certificate, Fault
-from dissensus.concord.scale import in_range, rescale
+from dissensus.concord.scale import brief, in_range, real, rescale
 
 __all__ = [
     "RULE_ORDER",
@@ -183,18 +184,14 @@ async def score_outcome(
         if isinstance(raw, ScoreFault):  # the agent could not score the written plan
             fault(agent_id, raw.message)
             continue
-        ok = (
-            isinstance(raw, int | float)
-            and math.isfinite(raw)
-            and in_range(raw, anchors.rejected, anchors.ideal)
-        )
-        if not ok:
+        number = real(raw)
+        if number is None or not in_range(number, anchors.rejected, anchors.ideal):
             fault(
                 agent_id,
-                f"score {raw!r} of the written plan is unusable or outside the anchors' range",
+                f"score {brief(raw)} of the written plan is unusable or outside the anchors' range",
             )
             continue
-        result[agent_id] = rescale(raw, anchors.rejected, anchors.ideal)
+        result[agent_id] = rescale(number, anchors.rejected, anchors.ideal)
     return result
 
 

@@ -22,8 +22,10 @@ Choices this module makes:
   whitespace-only text (``""``, ``"   "``, ``{"text": " "}``, an ``Outcome`` whose text
   is whitespace) passes, as an LLM agent's empty text does. Any other unusable return
   (``{"id": 5, ...}``) is a one-line fault of that call.
-* **Score per outcome.** ``score`` is called once per outcome; an outcome whose call
-  raises or returns something other than a number is a
+* **Score per outcome.** ``score`` is called once per outcome; a real number is a score
+  (a NumPy number and a ``Fraction`` included, a ``bool`` not:
+  :func:`~dissensus.concord.scale.real`); an outcome whose call raises or returns
+  something other than a number is a
   :class:`~dissensus.concord.agent.ScoreFault` in its place, so only that evaluation is
   a fault (the other outcomes of the protocol's call keep their scores).
 * **Exits.** A callable that raises ``SystemExit`` or ``KeyboardInterrupt`` in a worker
@@ -49,6 +51,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from dissensus.concord.agent import AgentIdentity, NegotiationView, Outcome, ScoreFault
+from dissensus.concord.scale import real
 
 __all__ = ["FunctionAgent", "as_outcome"]
 
@@ -138,9 +141,10 @@ class FunctionAgent(AgentIdentity):
     async def _raw(self, outcome: Outcome, view: NegotiationView) -> float:
         """The score callable's number for ``outcome`` (raises when it gives none)."""
         value = await self._call(self._score, outcome, view)
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        number = real(value)
+        if number is None:
             raise TypeError(f"score must be a number, got {type(value).__name__}")
-        return float(value)
+        return number
 
     async def score(
         self, outcomes: Sequence[Outcome], view: NegotiationView

@@ -17,7 +17,10 @@ Choices this module makes:
 
 * **Faults.** An agent call that raises, times out or answers something unusable
   (wrong count, non-number, out-of-range score) is recorded as a fault of that agent
-  where it happened; the run goes on. A faulted evaluation counts as the rejected
+  where it happened; the run goes on. A number is any real number but a ``bool``
+  (:func:`~dissensus.concord.scale.real`: a NumPy number counts); one too large for a
+  float (``10**400``) is out of range, a fault, never an ``OverflowError`` out of the
+  run, and a fault message quotes at most 200 characters of what the agent answered. A faulted evaluation counts as the rejected
   anchor (calibrated 0, raw ``None``) for selection, and it never clears the floor,
   whatever the floor (0 included): the run certifies only when every covered agent
   really scored the leader at or above it. A faulted agent is in the shortfall with
@@ -119,7 +122,15 @@ from dissensus.concord.rules import (
     improvement,
     select,
 )
-from dissensus.concord.scale import DIGITS, check_anchors, in_range, ratio, shortfall_gap
+from dissensus.concord.scale import (
+    DIGITS,
+    brief,
+    check_anchors,
+    in_range,
+    ratio,
+    real,
+    shortfall_gap,
+)
 from dissensus.concord.topology import Regime
 from dissensus.errors import ConfigError
 
@@ -454,7 +465,7 @@ class Negotiation:
             raw = _numbers(value, 2) if fault is None else None
             if fault is None and raw is None:
                 fault = _score_fault(value) or (
-                    f"expected two finite numbers for the anchors, got {value!r}"
+                    f"expected two finite numbers for the anchors, got {brief(value)}"
                 )
             if raw is None:
                 self._anchors[agent_id] = Anchors(rejected=None, ideal=None)
@@ -492,7 +503,7 @@ class Negotiation:
             value, fault = result
             raws = _scores(value, len(cands)) if fault is None else None
             if fault is None and raws is None:
-                fault = f"expected {len(cands)} numbers, got {value!r}"
+                fault = f"expected {len(cands)} numbers, got {brief(value)}"
             if fault is not None:
                 if fault != UNCALIBRATED:
                     faults.append(Fault(agent=agent_id, phase="score", message=fault))
@@ -768,16 +779,16 @@ class Negotiation:
 
 
 def _numbers(value: object, count: int, *, finite: bool = True) -> list[float] | None:
-    """``value`` as ``count`` floats, or ``None`` when it is not that."""
+    """``value`` as ``count`` floats (each a real number: :func:`~dissensus.concord.scale.real`),
+    or ``None`` when it is not that."""
     if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != count:
         return None
     out: list[float] = []
     for item in value:
-        if isinstance(item, bool) or not isinstance(item, int | float):
+        number = real(item)
+        if number is None or (finite and not math.isfinite(number)):
             return None
-        if finite and not math.isfinite(item):
-            return None
-        out.append(float(item))
+        out.append(number)
     return out
 
 
@@ -788,12 +799,13 @@ def _scores(value: object, count: int) -> list[float | ScoreFault] | None:
         return None
     out: list[float | ScoreFault] = []
     for item in value:
+        number = real(item)
         if isinstance(item, ScoreFault):
             out.append(item)
-        elif isinstance(item, bool) or not isinstance(item, int | float):
+        elif number is None:
             return None
         else:
-            out.append(float(item))
+            out.append(number)
     return out
 
 
