@@ -74,7 +74,9 @@ Choices this module makes:
   kind ``connection``, read from the exception's ``kind``, never from its text), beside
   :attr:`Negotiation.model_calls`; the CLI exits 1 only when they are equal and not 0.
 * **Proposals** naming an option already tabled (same id and text) are merged into
-  that candidate; an id that collides with another outcome is replaced by ``C<k>``.
+  that candidate; an id that collides with another outcome is replaced by ``C<k>``,
+  and a blank id (``""``) is no id: the candidate is named ``C<k>`` (a record whose
+  candidate id is empty would read as one without a leader).
   Both are reported in the round's notes. Evaluations count agent x candidate scores
   (anchors excluded); model calls count calls to agents whose ``uses_model`` is true.
 * Calls within one phase run concurrently; results are always processed in problem
@@ -428,13 +430,14 @@ class Negotiation:
     ) -> _Cand | None:
         """Add ``outcome`` as a candidate; ``None`` when it merged into an existing one."""
         taken = {c.id for c in self._cands} | {self._rejected.id, self._ideal.id}
-        existing = self._cand(outcome.id) if outcome.id is not None else None
+        # a blank id ("", "  ") is no id: the candidate is named C<k>
+        cid = outcome.id if outcome.id is not None and outcome.id.strip() else None
+        existing = self._cand(cid) if cid is not None else None
         if existing is not None and existing.text == outcome.text:
             notes.append(
                 f"{author} proposed {existing.id}, already tabled by {existing.author}; merged"
             )
             return None
-        cid = outcome.id
         if cid is None or cid in taken:
             k = len(self._cands) + 1
             while f"C{k}" in taken:
