@@ -8,12 +8,15 @@ function agent returning ``{"text": None}`` proposed the plan "None".
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
-from dissensus.concord import FunctionAgent, NegotiationView, Outcome, verify
+from dissensus.concord import FunctionAgent, NegotiationView, Outcome, load_problem, verify
 from dissensus.concord.protocol import negotiate_sync
+from dissensus.errors import ConfigError
 
 R0 = Outcome(id="R0", text="leave it broken")
 I0 = Outcome(id="I0", text="fixed at no cost")
@@ -85,3 +88,37 @@ def test_verify_reads_an_empty_id_as_an_id_not_as_no_leader() -> None:
     assert resealed["selected"]["id"] == ""
     verdict = verify(resealed)
     assert verdict.valid, verdict
+
+
+PROBLEM = """\
+floor: 0.7
+anchors:
+  rejected: {id: R0, text: "leave it broken"}
+  ideal: {id: I0, text: "fixed at no cost"}
+options:
+  - {id: A, text: "fail over"}
+agents:
+  - {id: t, kind: table, scores: {R0: 0, I0: 10, A: 8}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        ('{id: A, text: "fail over"}', '{id: "", text: "fail over"}', "options.0.id"),
+        ('{id: A, text: "fail over"}', '{id: " ", text: "fail over"}', "options.0.id"),
+        ('{id: A, text: "fail over"}', '{id: A, text: "   "}', "options.0.text"),
+        ("rejected: {id: R0,", 'rejected: {id: "",', "anchors.rejected.id"),
+        ('text: "fixed at no cost"', 'text: "\\t"', "anchors.ideal.text"),
+    ],
+)
+def test_a_problem_file_with_a_blank_id_or_text_names_the_field(
+    tmp_path: Path, old: str, new: str, field: str
+) -> None:
+    path = tmp_path / "problem.yaml"
+    assert old in PROBLEM
+    path.write_text(PROBLEM.replace(old, new), encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_problem(str(path))
+    assert caught.value.field == field
+    assert "blank" in str(caught.value)
