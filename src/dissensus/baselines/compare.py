@@ -8,12 +8,19 @@ CONCORD row is the certificate itself. :func:`score_outcome` has every covered a
 score one extra outcome (an arbiter's written plan) and calibrates it against the
 anchors recorded in the certificate; those calls are outside the run's bound and a
 faulty or out-of-range answer counts 0, as in the protocol, and is recorded as a fault
-(in the row's ``note``), never silently.
+(in the row's ``note``), never silently. A score is any real number but a ``bool``, as
+in the protocol (:func:`dissensus.concord.scale.real`): a NumPy number counts, an
+integer too large for a float is out of range, never an ``OverflowError``.
 
 Rules that need a third party (an LLM picking or writing a plan) go through the
 :class:`Arbiter` interface; :func:`compare_with` builds every row, the arbiter's
 included. The model-backed arbiter is an adapter
 (:class:`dissensus.baselines.decision_rules.LLMArbiter`).
+
+Each row's agents below the floor are read as CONCORD reads its own (the unrounded
+calibrated scores, recomputed from the certificate's raw numbers: :func:`exact_scores`;
+a faulted score never clears the floor, even 0), so a row never says "clears the floor
+for all" of a pick the certificate itself shows below it.
 
 Rows are ordered by worst-off score, highest first; ties keep the order
 CONCORD, LLM writes, LLM picks, owner decides, best average, majority vote, unanimity;
@@ -22,7 +29,6 @@ a rule that committed nothing comes last.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -36,13 +42,14 @@ from dissensus.baselines.decision_rules import (
 )
 from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome, ScoreFault
 from dissensus.concord.record import Certificate, Fault
-from dissensus.concord.scale import in_range, rescale
+from dissensus.concord.scale import DIGITS, brief, in_range, ratio, real
 
 __all__ = [
     "RULE_ORDER",
     "Arbiter",
     "compare_rules",
     "compare_with",
+    "exact_scores",
     "opening",
     "order_rows",
     "score_outcome",
@@ -97,33 +104,64 @@ def opening(cert: Certificate) -> tuple[list[tuple[str, str]], dict[str, dict[st
     return options, matrix
 
 
+def _exact(raw: float | None, rejected: float | None, ideal: float | None) -> float | None:
+    if raw is None or rejected is None or ideal is None:
+        return None
+    try:
+        return ratio(raw, rejected, ideal)
+    except ValueError:
+        return None
+
+
+def exact_scores(cert: Certificate) -> dict[str, dict[str, float | None]]:
+    """Every candidate's unrounded calibrated scores, recomputed from the raw numbers and
+    the agents' anchors as ``verify`` does (``None`` for a faulted evaluation): what the
+    floor is compared with."""
+    return {
+        c.id: {
+            a: None if e.fault is not None else _exact(e.raw, *_anchors(cert, a))
+            for a, e in c.scores.items()
+        }
+        for c in cert.candidates
+    }
+
+
+def _anchors(cert: Certificate, agent: str) -> tuple[float | None, float | None]:
+    score = cert.scores.get(agent)
+    return (None, None) if score is None else (score.anchors.rejected, score.anchors.ideal)
+
+
 def concord_row(cert: Certificate) -> RuleResult:
     scores = {a: s.calibrated for a, s in cert.scores.items() if s.calibrated is not None}
+    selected = cert.selected.id if cert.selected else None
     row = judge(
         "CONCORD",
-        cert.selected.id if cert.selected else None,
+        selected,
         scores if cert.selected else None,
         cert.covered,
         cert.floor,
         note=cert.status,
         empty="no candidate",
+        exact=exact_scores(cert).get(selected, {}) if selected is not None else None,
     )
     return row
 
 
 def compare_rules(cert: Certificate, owner: str | None = None) -> list[RuleResult]:
-    """CONCORD and the classic rules on the certificate's scores."""
+    """CONCORD and the classic rules on the certificate's scores (each pick's agents
+    below the floor read from the unrounded scores, a fault never clearing it)."""
     options, matrix = opening(cert)
+    exact = exact_scores(cert)
     ids = [o for o, _ in options]
     agents = cert.covered
     owner_id = owner if owner is not None else agents[0]
     own = next((c.id for c in cert.candidates if c.round == 1 and c.author == owner_id), None)
     rows = [
         concord_row(cert),
-        owner_decides(owner_id, own, matrix, agents, cert.floor),
-        best_average(ids, matrix, agents, cert.floor),
-        first_choice_plurality(ids, matrix, agents, cert.floor),
-        unanimity(ids, matrix, agents, cert.floor),
+        owner_decides(owner_id, own, matrix, agents, cert.floor, exact=exact),
+        best_average(ids, matrix, agents, cert.floor, exact=exact),
+        first_choice_plurality(ids, matrix, agents, cert.floor, exact=exact),
+        unanimity(ids, matrix, agents, cert.floor, exact=exact),
     ]
     return order_rows(rows)
 
@@ -143,18 +181,23 @@ async def score_outcome(
     cert: Certificate,
     text: str,
     faults: list[Fault] | None = None,
+    exact: dict[str, float | None] | None = None,
 ) -> dict[str, float]:
     """Calibrated score of one extra outcome by every covered agent.
 
     A missing agent, an agent without anchors, a failed call or an unusable answer
     scores 0 (as a faulted evaluation does in the protocol) and, when ``faults`` is
-    given, is appended to it naming the agent and the reason.
+    given, is appended to it naming the agent and the reason. ``exact``, when given,
+    receives every agent's unrounded score (``None`` for a fault): what the floor is
+    compared with.
     """
     outcome = Outcome(id="written", text=text)
     result: dict[str, float] = {}
+    unrounded: dict[str, float | None] = {} if exact is None else exact
 
     def fault(agent_id: str, message: str) -> None:
         result[agent_id] = 0.0
+        unrounded[agent_id] = None
         if faults is not None:
             faults.append(Fault(agent=agent_id, phase="score", message=message))
 
@@ -183,18 +226,16 @@ async def score_outcome(
         if isinstance(raw, ScoreFault):  # the agent could not score the written plan
             fault(agent_id, raw.message)
             continue
-        ok = (
-            isinstance(raw, int | float)
-            and math.isfinite(raw)
-            and in_range(raw, anchors.rejected, anchors.ideal)
-        )
-        if not ok:
+        number = real(raw)
+        if number is None or not in_range(number, anchors.rejected, anchors.ideal):
             fault(
                 agent_id,
-                f"score {raw!r} of the written plan is unusable or outside the anchors' range",
+                f"score {brief(raw)} of the written plan is unusable or outside the anchors' range",
             )
             continue
-        result[agent_id] = rescale(raw, anchors.rejected, anchors.ideal)
+        value = ratio(number, anchors.rejected, anchors.ideal)
+        result[agent_id] = round(value, DIGITS) + 0.0
+        unrounded[agent_id] = value
     return result
 
 
@@ -222,10 +263,32 @@ async def compare_with(
     if arbiter is None:
         return rows
     options, matrix = opening(cert)
-    rows.append(await arbiter.pick(options, matrix, cert.covered, cert.floor, problem))
+    exact = exact_scores(cert)
+    picked = await arbiter.pick(options, matrix, cert.covered, cert.floor, problem)
+    if picked.selected is not None and picked.selected in matrix:  # the floor as CONCORD's
+        picked = judge(
+            picked.strategy,
+            picked.selected,
+            matrix[picked.selected],
+            cert.covered,
+            cert.floor,
+            note=picked.note,
+            text=picked.text,
+            exact=exact[picked.selected],
+        )
+    rows.append(picked)
     text = await arbiter.write(options, matrix, cert.covered, cert.floor, problem)
     faults: list[Fault] = []
-    scores = await score_outcome(agents, cert, text, faults)
-    written = judge("LLM writes a plan", "written", scores, cert.covered, cert.floor, text=text)
+    unrounded: dict[str, float | None] = {}
+    scores = await score_outcome(agents, cert, text, faults, unrounded)
+    written = judge(
+        "LLM writes a plan",
+        "written",
+        scores,
+        cert.covered,
+        cert.floor,
+        text=text,
+        exact=unrounded,
+    )
     rows.append(_with_faults(written, faults))
     return order_rows(rows)

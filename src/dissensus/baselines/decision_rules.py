@@ -23,6 +23,14 @@ below the floor:
   caller has every agent score it (those evaluations are outside CONCORD's bound).
 
 Ties elsewhere go to the earlier proposal and are reported.
+
+Choices this module makes:
+
+* **The floor is CONCORD's.** Given ``exact`` (the unrounded calibrated scores, ``None``
+  for a faulted one), a pick's agents below the floor, and unanimity's test, are read
+  from it, as the protocol reads its certificate: a score recorded as 0.7 whose
+  unrounded value is below a floor of 0.7 stays below it, and a faulted score never
+  clears the floor, even 0. Without it, the matrix's calibrated scores are compared.
 """
 
 from __future__ import annotations
@@ -55,6 +63,23 @@ __all__ = [
 Matrix = Mapping[str, Mapping[str, float]]
 """candidate id -> agent -> calibrated score."""
 
+Exact = Mapping[str, Mapping[str, float | None]]
+"""candidate id -> agent -> the unrounded calibrated score, ``None`` for a faulted one:
+what the floor is compared with (``exact=``), as CONCORD compares it."""
+
+
+def _below(
+    agents: Sequence[str],
+    scores: Mapping[str, float],
+    floor: float,
+    exact: Mapping[str, float | None] | None,
+) -> list[str]:
+    """The agents below ``floor``: by ``exact`` when given (a faulted or missing score,
+    ``None``, never clears it, even a floor of 0), else by ``scores``."""
+    if exact is None:
+        return [a for a in agents if scores.get(a, 0.0) < floor]
+    return [a for a in agents if (v := exact.get(a)) is None or v < floor]
+
 
 class RuleResult(BaseModel):
     """What one decision rule commits, judged on the shared scores."""
@@ -80,8 +105,10 @@ def judge(
     note: str | None = None,
     text: str | None = None,
     empty: str = "deadlock; no outcome committed",
+    exact: Mapping[str, float | None] | None = None,
 ) -> RuleResult:
-    """Worst-off score and agents below the floor of one rule's pick."""
+    """Worst-off score and agents below the floor of one rule's pick (by ``exact`` when
+    given: the unrounded scores, ``None`` for a fault)."""
     if selected is None or scores is None:
         return RuleResult(
             strategy=strategy,
@@ -93,7 +120,7 @@ def judge(
             text=text,
         )
     values = [scores.get(a, 0.0) for a in agents]
-    below = [a for a, v in zip(agents, values, strict=True) if v < floor]
+    below = _below(agents, scores, floor, exact)
     result = f"clears the floor for all {len(agents)}" if not below else f"fails for {len(below)}"
     return RuleResult(
         strategy=strategy,
@@ -107,7 +134,12 @@ def judge(
 
 
 def best_average(
-    options: Sequence[str], matrix: Matrix, agents: Sequence[str], floor: float
+    options: Sequence[str],
+    matrix: Matrix,
+    agents: Sequence[str],
+    floor: float,
+    *,
+    exact: Exact | None = None,
 ) -> RuleResult:
     means = {o: sum(matrix[o].get(a, 0.0) for a in agents) / len(agents) for o in options}
     if not means:
@@ -115,7 +147,15 @@ def best_average(
     top = max(means.values())
     tied = [o for o in options if means[o] == top]
     note = f"tie on the mean between {', '.join(tied)}; earliest chosen" if len(tied) > 1 else None
-    return judge("Best average", tied[0], matrix[tied[0]], agents, floor, note=note)
+    return judge(
+        "Best average",
+        tied[0],
+        matrix[tied[0]],
+        agents,
+        floor,
+        note=note,
+        exact=_row(exact, tied[0]),
+    )
 
 
 __getattr__ = deprecated_names(
@@ -130,7 +170,12 @@ __getattr__ = deprecated_names(
 
 
 def first_choice_plurality(
-    options: Sequence[str], matrix: Matrix, agents: Sequence[str], floor: float
+    options: Sequence[str],
+    matrix: Matrix,
+    agents: Sequence[str],
+    floor: float,
+    *,
+    exact: Exact | None = None,
 ) -> RuleResult:
     if not options:
         return judge("Majority vote", None, None, agents, floor, empty="no proposal")
@@ -155,11 +200,19 @@ def first_choice_plurality(
         )
     else:
         winner = tied[0]
-    return judge("Majority vote", winner, matrix[winner], agents, floor, note=note)
+    return judge(
+        "Majority vote", winner, matrix[winner], agents, floor, note=note, exact=_row(exact, winner)
+    )
 
 
 def owner_decides(
-    owner: str, proposal: str | None, matrix: Matrix, agents: Sequence[str], floor: float
+    owner: str,
+    proposal: str | None,
+    matrix: Matrix,
+    agents: Sequence[str],
+    floor: float,
+    *,
+    exact: Exact | None = None,
 ) -> RuleResult:
     if owner not in agents:
         return judge(
@@ -174,16 +227,33 @@ def owner_decides(
         return judge(
             "Owner decides", None, None, agents, floor, empty=f"owner {owner} tabled no proposal"
         )
-    return judge("Owner decides", proposal, matrix[proposal], agents, floor, note=f"owner: {owner}")
+    return judge(
+        "Owner decides",
+        proposal,
+        matrix[proposal],
+        agents,
+        floor,
+        note=f"owner: {owner}",
+        exact=_row(exact, proposal),
+    )
 
 
 def unanimity(
-    options: Sequence[str], matrix: Matrix, agents: Sequence[str], floor: float
+    options: Sequence[str],
+    matrix: Matrix,
+    agents: Sequence[str],
+    floor: float,
+    *,
+    exact: Exact | None = None,
 ) -> RuleResult:
     for o in options:
-        if all(matrix[o].get(a, 0.0) >= floor for a in agents):
-            return judge("Unanimity required", o, matrix[o], agents, floor)
+        if not _below(agents, matrix[o], floor, _row(exact, o)):
+            return judge("Unanimity required", o, matrix[o], agents, floor, exact=_row(exact, o))
     return judge("Unanimity required", None, None, agents, floor)
+
+
+def _row(exact: Exact | None, option: str) -> Mapping[str, float | None] | None:
+    return None if exact is None else exact.get(option, {})
 
 
 class PickReply(BaseModel):

@@ -21,9 +21,12 @@ Choices this module makes:
 * **Empty text passes.** A ``propose`` or ``repair`` returning an empty or
   whitespace-only text (``""``, ``"   "``, ``{"text": " "}``, an ``Outcome`` whose text
   is whitespace) passes, as an LLM agent's empty text does. Any other unusable return
-  (``{"id": 5, ...}``) is a one-line fault of that call.
-* **Score per outcome.** ``score`` is called once per outcome; an outcome whose call
-  raises or returns something other than a number is a
+  (``{"id": 5, ...}``, a dict whose ``text`` is not a string: ``{"text": None}`` is
+  never the plan "None") is a one-line fault of that call.
+* **Score per outcome.** ``score`` is called once per outcome; a real number is a score
+  (a NumPy number and a ``Fraction`` included, a ``bool`` not:
+  :func:`~dissensus.concord.scale.real`); an outcome whose call raises or returns
+  something other than a number is a
   :class:`~dissensus.concord.agent.ScoreFault` in its place, so only that evaluation is
   a fault (the other outcomes of the protocol's call keep their scores).
 * **Exits.** A callable that raises ``SystemExit`` or ``KeyboardInterrupt`` in a worker
@@ -49,6 +52,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from dissensus.concord.agent import AgentIdentity, NegotiationView, Outcome, ScoreFault
+from dissensus.concord.scale import real
 
 __all__ = ["FunctionAgent", "as_outcome"]
 
@@ -86,10 +90,14 @@ def as_outcome(value: object) -> Outcome | None:
         return None
     if isinstance(value, Outcome):
         return value if value.text.strip() else None
+    given_id: object = None
     if isinstance(value, str):
-        text, given_id = value, None
+        text = value
     elif isinstance(value, dict):
-        text, given_id = str(value["text"]), value.get("id")
+        given, given_id = value.get("text"), value.get("id")
+        if not isinstance(given, str):  # never the plan "None" or "5"
+            raise TypeError(f"an outcome's 'text' must be a string, got {type(given).__name__}")
+        text = given
     else:
         raise TypeError(f"expected an outcome, text, dict or None, got {type(value).__name__}")
     if not text.strip():
@@ -138,9 +146,10 @@ class FunctionAgent(AgentIdentity):
     async def _raw(self, outcome: Outcome, view: NegotiationView) -> float:
         """The score callable's number for ``outcome`` (raises when it gives none)."""
         value = await self._call(self._score, outcome, view)
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        number = real(value)
+        if number is None:
             raise TypeError(f"score must be a number, got {type(value).__name__}")
-        return float(value)
+        return number
 
     async def score(
         self, outcomes: Sequence[Outcome], view: NegotiationView

@@ -21,7 +21,8 @@ topology: group                # or {edges: [[security, cost], [cost, latency]]}
 
 Every error is a :class:`~dissensus.errors.ConfigError` naming the file and the field:
 missing anchors, a floor or margin outside [0, 1], a negative round budget, duplicate
-ids, an option reusing an anchor id, a table agent without a score for an anchor or
+ids, a blank anchor or option id or text (``id: ""``, ``text: "  "``: a blank id would be
+tabled as no id at all), an option reusing an anchor id, a table agent without a score for an anchor or
 whose two anchors score equal, an edge naming an unknown agent, and any number that is
 not finite (YAML's ``.inf`` and ``.nan`` are floats: a score, floor, margin or timeout).
 Numbers are read strictly: a boolean (``floor: true``) or a string (``floor: '0.7'``) is
@@ -141,14 +142,19 @@ def _check(problem: Problem, file: str | None) -> None:
     )
     anchor_ids = {problem.anchors.rejected.id, problem.anchors.ideal.id}
     for name in ("rejected", "ideal"):
-        if getattr(problem.anchors, name).id is None:
-            raise fail("an anchor needs an id", f"anchors.{name}.id")
+        anchor = getattr(problem.anchors, name)
+        if anchor.id is None or not anchor.id.strip():
+            raise fail("an anchor needs an id that is not blank", f"anchors.{name}.id")
+        if not anchor.text.strip():
+            raise fail("an anchor's text is blank", f"anchors.{name}.text")
     if len(anchor_ids) != 2:
         raise fail("the two anchors need distinct ids", "anchors")
     seen: set[str] = set()
     for i, option in enumerate(problem.options):
-        if option.id is None:
-            raise fail("an option needs an id", f"options.{i}.id")
+        if option.id is None or not option.id.strip():
+            raise fail("an option needs an id that is not blank", f"options.{i}.id")
+        if not option.text.strip():  # nothing an agent could score or propose
+            raise fail("an option's text is blank", f"options.{i}.text")
         if option.id in anchor_ids:
             raise fail(
                 f"option id {option.id!r} is an anchor id; anchors are never candidates",

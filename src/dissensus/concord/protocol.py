@@ -17,7 +17,10 @@ Choices this module makes:
 
 * **Faults.** An agent call that raises, times out or answers something unusable
   (wrong count, non-number, out-of-range score) is recorded as a fault of that agent
-  where it happened; the run goes on. A faulted evaluation counts as the rejected
+  where it happened; the run goes on. A number is any real number but a ``bool``
+  (:func:`~dissensus.concord.scale.real`: a NumPy number counts); one too large for a
+  float (``10**400``) is out of range, a fault, never an ``OverflowError`` out of the
+  run, and a fault message quotes at most 200 characters of what the agent answered. A faulted evaluation counts as the rejected
   anchor (calibrated 0, raw ``None``) for selection, and it never clears the floor,
   whatever the floor (0 included): the run certifies only when every covered agent
   really scored the leader at or above it. A faulted agent is in the shortfall with
@@ -71,7 +74,9 @@ Choices this module makes:
   kind ``connection``, read from the exception's ``kind``, never from its text), beside
   :attr:`Negotiation.model_calls`; the CLI exits 1 only when they are equal and not 0.
 * **Proposals** naming an option already tabled (same id and text) are merged into
-  that candidate; an id that collides with another outcome is replaced by ``C<k>``.
+  that candidate; an id that collides with another outcome is replaced by ``C<k>``,
+  and a blank id (``""``) is no id: the candidate is named ``C<k>`` (a record whose
+  candidate id is empty would read as one without a leader).
   Both are reported in the round's notes. Evaluations count agent x candidate scores
   (anchors excluded); model calls count calls to agents whose ``uses_model`` is true.
 * Calls within one phase run concurrently; results are always processed in problem
@@ -119,7 +124,15 @@ from dissensus.concord.rules import (
     improvement,
     select,
 )
-from dissensus.concord.scale import DIGITS, check_anchors, in_range, ratio, shortfall_gap
+from dissensus.concord.scale import (
+    DIGITS,
+    brief,
+    check_anchors,
+    in_range,
+    ratio,
+    real,
+    shortfall_gap,
+)
 from dissensus.concord.topology import Regime
 from dissensus.errors import ConfigError
 
@@ -417,13 +430,14 @@ class Negotiation:
     ) -> _Cand | None:
         """Add ``outcome`` as a candidate; ``None`` when it merged into an existing one."""
         taken = {c.id for c in self._cands} | {self._rejected.id, self._ideal.id}
-        existing = self._cand(outcome.id) if outcome.id is not None else None
+        # a blank id ("", "  ") is no id: the candidate is named C<k>
+        cid = outcome.id if outcome.id is not None and outcome.id.strip() else None
+        existing = self._cand(cid) if cid is not None else None
         if existing is not None and existing.text == outcome.text:
             notes.append(
                 f"{author} proposed {existing.id}, already tabled by {existing.author}; merged"
             )
             return None
-        cid = outcome.id
         if cid is None or cid in taken:
             k = len(self._cands) + 1
             while f"C{k}" in taken:
@@ -454,7 +468,7 @@ class Negotiation:
             raw = _numbers(value, 2) if fault is None else None
             if fault is None and raw is None:
                 fault = _score_fault(value) or (
-                    f"expected two finite numbers for the anchors, got {value!r}"
+                    f"expected two finite numbers for the anchors, got {brief(value)}"
                 )
             if raw is None:
                 self._anchors[agent_id] = Anchors(rejected=None, ideal=None)
@@ -492,7 +506,7 @@ class Negotiation:
             value, fault = result
             raws = _scores(value, len(cands)) if fault is None else None
             if fault is None and raws is None:
-                fault = f"expected {len(cands)} numbers, got {value!r}"
+                fault = f"expected {len(cands)} numbers, got {brief(value)}"
             if fault is not None:
                 if fault != UNCALIBRATED:
                     faults.append(Fault(agent=agent_id, phase="score", message=fault))
@@ -768,16 +782,16 @@ class Negotiation:
 
 
 def _numbers(value: object, count: int, *, finite: bool = True) -> list[float] | None:
-    """``value`` as ``count`` floats, or ``None`` when it is not that."""
+    """``value`` as ``count`` floats (each a real number: :func:`~dissensus.concord.scale.real`),
+    or ``None`` when it is not that."""
     if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != count:
         return None
     out: list[float] = []
     for item in value:
-        if isinstance(item, bool) or not isinstance(item, int | float):
+        number = real(item)
+        if number is None or (finite and not math.isfinite(number)):
             return None
-        if finite and not math.isfinite(item):
-            return None
-        out.append(float(item))
+        out.append(number)
     return out
 
 
@@ -788,12 +802,13 @@ def _scores(value: object, count: int) -> list[float | ScoreFault] | None:
         return None
     out: list[float | ScoreFault] = []
     for item in value:
+        number = real(item)
         if isinstance(item, ScoreFault):
             out.append(item)
-        elif isinstance(item, bool) or not isinstance(item, int | float):
+        elif number is None:
             return None
         else:
-            out.append(float(item))
+            out.append(number)
     return out
 
 

@@ -18,6 +18,11 @@ Choices this module makes:
 * Two finite anchors whose span overflows (``ideal - rejected`` is infinite) cannot
   calibrate a scale either; nor can a raw score whose calibrated value is not a finite
   number (:func:`ratio` raises :class:`ValueError`). Either is a fault of that agent.
+* **A score is any real number** (:func:`real`): an ``int``, a ``float``, a NumPy
+  number (``numpy.int64``, ``numpy.float32``), a ``Fraction``; never a ``bool``. A
+  score callable over a NumPy array returns NumPy numbers, and those are numbers. One
+  beyond the range of a float (``10**400``) is read as an infinity, so it is out of
+  range (a fault of that evaluation), never an ``OverflowError`` out of the run.
 * **A score below the floor is never shown as the floor** (:func:`below_floor`,
   :func:`gap_text`: the reason of a pipeline's CONCORD step, ``dissensus negotiate``'s
   human output): two decimals, or as many digits as tell it from the floor, and a gap
@@ -27,20 +32,49 @@ Choices this module makes:
 from __future__ import annotations
 
 import math
+import numbers
 
 __all__ = [
     "DIGITS",
     "below_floor",
+    "brief",
     "check_anchors",
     "gap_text",
     "in_range",
     "ratio",
+    "real",
     "rescale",
     "shortfall_gap",
 ]
 
 DIGITS = 12
 """Decimals kept in calibrated scores and score differences."""
+
+
+def real(value: object) -> float | None:
+    """``value`` as a float when it is a real number other than a ``bool`` (an ``int``,
+    a ``float``, a NumPy number, a ``Fraction``), else ``None``. A number beyond the
+    range of a float is an infinity of its sign (out of every anchor range)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # only an integer or a fraction is beyond a float's range
+        if isinstance(value, numbers.Rational):
+            return math.inf if int(value.numerator) > 0 else -math.inf
+        return None
+    except (TypeError, ValueError):  # a Real subclass whose float() refuses
+        return None
+
+
+def brief(value: object, limit: int = 200) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for a fault message: what an agent
+    answered may be huge, and an integer of more than 4300 digits has no ``repr``."""
+    try:
+        text = repr(value)
+    except Exception:  # any repr that fails (too many digits, a broken __repr__)
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
 
 
 def check_anchors(rejected: float, ideal: float) -> str | None:

@@ -356,7 +356,7 @@ def _check_replay(cert: Certificate) -> None:
             raise _fail(
                 "selection", f"trajectory step {k} has round {step.round}, expected {k + 1}"
             )
-        lead_vec = vecs.get(leader) if leader else None
+        lead_vec = vecs.get(leader) if leader is not None else None
         if lead_vec is None or leader is None:
             raise _fail("stop", f"round {step.round} ran without a leader")
         if _clears(cert, by_id[leader]):
@@ -491,7 +491,7 @@ def _expect_step(
     step = cert.trajectory[k]
     if step.leader != leader:
         raise _fail("selection", f"round {step.round}: leader {step.leader} != replayed {leader}")
-    vec = vecs.get(leader) if leader else None
+    vec = vecs.get(leader) if leader is not None else None
     worst = min(vec) if vec else None
     if step.worst_off != worst:
         raise _fail("selection", f"round {step.round}: worst-off {step.worst_off} != {worst}")

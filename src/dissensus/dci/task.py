@@ -17,6 +17,10 @@ Choices this module makes:
   boolean is not a number (``deadline_s: true`` is not one second), a string is not a
   number (``max_rounds: '2'``), a count is an integer (``2``, not ``2.0``), a non-finite
   number (``.inf``, ``.nan``) is refused, and a switch is ``true`` or ``false``.
+* Blank text is refused where it names or says something: an option's id or text
+  (``options.0.text: "  "``, an option no participant could read), the task's ``id``
+  (it labels the task's outputs) and the ``question``. The option and id checks are a
+  task file's (:func:`parse_task`); a :class:`Task` built in code is not held to them.
 * Option ids are unique (compared after an integer id is read as its string, so
   ``1`` and ``'1'`` collide): a repeated id would make ``selected_option`` ambiguous.
   Option texts are unique too, compared ignoring case and spacing
@@ -177,9 +181,16 @@ def parse_task(data: Any, *, file: str | None = None, default_id: str = "task") 
 
 
 def _check_options(task: Task, file: str | None) -> None:
+    if not task.id.strip():  # the id that labels the task's outputs (judge groups by it)
+        raise ConfigError("the task id must not be blank", file=file, field="id")
     seen: set[str] = set()
     texts: dict[str, int] = {}
     for i, option in enumerate(task.options):
+        for name, value in (("id", option.id), ("text", option.text)):
+            if not value.strip():  # an option nobody could name or read
+                raise ConfigError(
+                    f"an option's {name} must not be blank", file=file, field=f"options.{i}.{name}"
+                )
         if option.id in seen:
             raise ConfigError(
                 f"duplicate option id {option.id!r}", file=file, field=f"options.{i}.id"
