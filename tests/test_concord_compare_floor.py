@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
+from cli_helpers import cli
 from dissensus.baselines.compare import compare_rules, compare_with
 from dissensus.baselines.decision_rules import RuleResult, judge
 from dissensus.concord import Outcome, TableAgent, verify
@@ -125,3 +127,23 @@ def test_the_concord_row_agrees_with_the_certificate(
     unanimous = got["Unanimity required"]
     if unanimous.selected is not None:
         assert unanimous.below_floor == []
+
+
+def test_a_failing_row_never_shows_its_worst_off_at_the_floor(tmp_path: Path) -> None:
+    """The table showed ``0.70 | fails for 1`` for a score the record rounded onto a floor
+    of 0.7: the row's worst-off now reads below the floor, as the shortfall does."""
+    problem = tmp_path / "p.yaml"
+    problem.write_text(
+        "floor: 0.7\nrounds: 0\n"
+        'anchors:\n  rejected: {id: R0, text: "no"}\n  ideal: {id: I0, text: "yes"}\n'
+        'options:\n  - {id: A, text: "a"}\n'
+        "agents:\n"
+        "  - {id: t1, kind: table, scores: {R0: 0, I0: 10, A: 8}}\n"
+        "  - {id: t2, kind: table, scores: {R0: 0, I0: 10, A: 6.9999999999996}}\n",
+        encoding="utf-8",
+    )
+    done = cli("negotiate", problem, "--compare")
+    failing = [line for line in done.out.splitlines() if "fails for 1" in line]
+    assert len(failing) == 4, done.out
+    for line in failing:
+        assert "0.69999999999996" in line and "0.70 " not in line, line

@@ -15,7 +15,9 @@
   tell a score below the floor from it (the shortfall, an agent's calibrated score
   below the floor, a worst-off recorded below it; the floor whole when two decimals do
   not hold it), as the reason of a pipeline's CONCORD step does
-  (:func:`~dissensus.concord.scale.below_floor`).
+  (:func:`~dissensus.concord.scale.below_floor`). A ``--compare`` row that fails the
+  floor for an agent whose score the record rounded onto it shows that agent's
+  unrounded score (just below the floor for a written plan), never the floor itself.
 * ``dissensus verify CERT.json`` recomputes every property; exit 0 valid, 1 invalid
   (naming the first violated property), 2 unreadable (not JSON, not a JSON object). A
   JSON object that is not a certificate is ``invalid: schema``, exit 1; a DCI decision
@@ -41,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import signal
 import time
@@ -446,7 +449,27 @@ def _print_certificate(cert: Certificate) -> None:
     con.print(f"digest {cert.digest}")
 
 
+def _row_worst_off(row: Any, cert: Certificate, exact: dict[str, dict[str, float | None]]) -> str:
+    """A comparison row's worst-off beside the floor: a pick that fails for an agent whose
+    score the record rounded onto the floor reads below it, as the certificate's own
+    shortfall does (its unrounded score when the pick is a candidate of the record; just
+    below the floor for a written plan)."""
+    value, floor = row.worst_off, cert.floor
+    if value is None or value < floor or not row.below_floor:
+        return _fmt_score(value, floor)
+    scores = exact.get(row.selected or "", {})
+    lows = [v for a in row.below_floor if (v := scores.get(a)) is not None and v < floor]
+    if lows:
+        return _fmt_score(value, floor, floor - min(lows))
+    if all(scores.get(a) is None for a in row.below_floor) and row.selected in exact:
+        return _fmt_score(value, floor)  # faults only: recorded as 0, which is the floor
+    return _fmt_score(value, floor, floor - math.nextafter(floor, -math.inf))
+
+
 def _print_comparison(rows: list[Any], cert: Certificate) -> None:
+    from dissensus.baselines.compare import exact_scores
+
+    exact = exact_scores(cert)
     table = Table(title=f"Comparison on identical scores (floor {_fmt_floor(cert.floor)})")
     for col in ("strategy", "pick", "worst-off", "result", "note"):
         table.add_column(col)
@@ -454,7 +477,7 @@ def _print_comparison(rows: list[Any], cert: Certificate) -> None:
         table.add_row(
             shown(row.strategy),
             shown(row.selected or "—"),
-            _fmt_score(row.worst_off, cert.floor),
+            _row_worst_off(row, cert, exact),
             shown(row.result),
             shown(row.note or ""),
         )
