@@ -32,7 +32,11 @@ Choices where the frameworks are silent:
   :class:`~dissensus.errors.InputError`), not a raw validation error: the tags are the
   scorers' output, which may go wrong for one sample only. A ``graders`` list of fewer than
   two names, or naming one twice, is a :class:`~dissensus.errors.ConfigError` (field
-  ``graders``) when the reducer is made: no sample could be decided with it.
+  ``graders``) when the reducer is made: no sample could be decided with it. So is every
+  argument of the wrong kind, naming it (``graders`` or ``options`` not a list or tuple
+  of strings, ``acceptance`` or ``guard_calibration`` no path, ``shift_every`` not a
+  whole number 0 or more even with no journal to watch), never Python's own
+  ``TypeError`` from deep inside the check.
 * **Declined graders are abstentions**, never dropped: a score whose value is ``None``
   or NaN (``Score.unscored``), and -- when ``graders`` is given -- each listed grader
   with no score (``multi_scorer`` drops scorers that returned ``None``) stays in the
@@ -132,6 +136,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import re
 import sys
 from collections.abc import Coroutine, Sequence
@@ -156,7 +161,7 @@ from dissensus.pipeline import (
     policy_from_dict,
 )
 from dissensus.pipeline.policy import guard_thresholds
-from dissensus.pipeline.shift_watch import EVERY, ShiftWatch
+from dissensus.pipeline.shift_watch import EVERY, ShiftWatch, check_every
 from dissensus.pipeline.spec import file_sha256
 from dissensus.quoting import one_line, quote_short
 from dissensus.store.canonical import canonical
@@ -461,9 +466,9 @@ def _spec(
     a built spec is not silently re-specified. Otherwise the reducer's files replace the
     policy's, as ``dissensus decide --acceptance`` does.
     """
-    for arg, value in (("acceptance", acceptance), ("guard_calibration", guard_calibration)):
-        if value is not None and not Path(value).is_file():
-            raise ConfigError(f"file not found: {value}", field=arg)
+    _check_files(acceptance=acceptance, guard_calibration=guard_calibration)
+    acceptance = None if acceptance is None else os.fspath(acceptance)
+    guard_calibration = None if guard_calibration is None else os.fspath(guard_calibration)
     if acceptance is None and guard_calibration is None:
         return RunSpec.from_policy(policy)
     learned = acceptance if acceptance is not None and _is_learned_acceptance(acceptance) else None
@@ -604,7 +609,7 @@ def _check_options(options: list[str] | None) -> None:
     decision is), checked when the reducer is made."""
     if options is None:
         return
-    if isinstance(options, str) or not all(isinstance(o, str) and o.strip() for o in options):
+    if not _is_list(options) or not all(isinstance(o, str) and o.strip() for o in options):
         raise ConfigError(
             "expected a list of non-empty labels (the graders' values)", field="options"
         )
@@ -619,12 +624,31 @@ def _check_options(options: list[str] | None) -> None:
         raise ConfigError(found[1], field=found[0].removeprefix("meta."))
 
 
+def _is_list(value: object) -> bool:
+    """Whether ``value`` is a list (or tuple) of names, as ``graders`` and ``options`` are:
+    a string, a mapping, a generator or a number is none."""
+    return isinstance(value, list | tuple)
+
+
+def _check_files(**given: object) -> None:
+    """The file arguments (``acceptance``, ``guard_calibration``): a path (a ``str`` or
+    ``os.PathLike``) of a file that is there, else a :class:`ConfigError` naming the
+    argument."""
+    for arg, value in given.items():
+        if value is None:
+            continue
+        if not isinstance(value, str | os.PathLike) or not isinstance(os.fspath(value), str):
+            raise ConfigError(f"expected a file path, not {type(value).__name__}", field=arg)
+        if not Path(value).is_file():
+            raise ConfigError(f"file not found: {os.fspath(value)}", field=arg)
+
+
 def _check_graders(graders: list[str] | None) -> None:
     """The ``graders`` argument: at least two names, each once (the eval's set-up, so a
     :class:`ConfigError` when the reducer is made, not a failure of every sample)."""
     if graders is None:
         return
-    if isinstance(graders, str) or not all(isinstance(g, str) and g for g in graders):
+    if not _is_list(graders) or not all(isinstance(g, str) and g for g in graders):
         raise ConfigError("expected a list of non-empty grader names", field="graders")
     if len(graders) < 2:
         raise ConfigError(
@@ -660,6 +684,7 @@ def dissensus_reducer(
     """
     _check_graders(graders)
     _check_options(options)
+    check_every(shift_every)  # checked with no journal too: a wrong argument is never ignored
     spec = _spec(policy, acceptance, guard_calibration)
     # The shift watch of the reducer's cases (dissensus.pipeline.shift_watch).
     watch = ShiftWatch(spec, every=shift_every if journal is not None else 0)
