@@ -143,8 +143,14 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from inspect_ai.scorer import Score, ScoreReducer, score_reducer
 from pydantic import ValidationError
+
+from dissensus.integrations._extras import missing_extra
+
+try:
+    from inspect_ai.scorer import Score, ScoreReducer, score_reducer
+except ModuleNotFoundError as exc:  # named with the extra that installs it
+    raise missing_extra(exc, door="the Inspect AI integration", extra="inspect") from exc
 
 from dissensus.errors import ConfigError, InputError
 from dissensus.guard import guard_votes

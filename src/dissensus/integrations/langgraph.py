@@ -101,10 +101,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.errors import GraphInterrupt
-from langgraph.types import Command, interrupt
 from pydantic import ValidationError
+
+from dissensus.integrations._extras import missing_extra
+
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.errors import GraphInterrupt
+    from langgraph.types import Command, interrupt
+except ModuleNotFoundError as exc:  # named with the extra that installs it
+    raise missing_extra(exc, door="the LangGraph integration", extra="langgraph") from exc
 
 from dissensus.cases import as_panel
 from dissensus.errors import ConfigError, DissensusError, InputError
