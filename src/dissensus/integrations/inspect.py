@@ -124,6 +124,12 @@ Choices where the frameworks are silent:
   judged with the policy's acceptance file in the journal and journals a check that
   flags the file, so that under ``acceptance.on_shift: escalate`` later samples are held
   as ``dissensus decide`` holds them. A failed check is logged, never the sample's.
+* **The eval log.** Inspect records a reducer's creation parameters in the eval log (the
+  scorer's ``reducer.params``, each sample's ``scorer_args``). The ``journal`` is
+  recorded as every message names it, a ``postgresql://`` URL's password masked
+  (:func:`~dissensus.store.targets.mask_url`): the log is shared and viewed. The
+  reducer still writes to the journal the URL names; re-creating it from the log needs
+  the password from libpq's own sources (``PGPASSWORD``, ``~/.pgpass``).
 * Inspect calls reducers synchronously inside its event loop, so the pipeline runs on a
   worker thread for the duration of the call.
 """
@@ -139,7 +145,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -171,6 +177,7 @@ from dissensus.pipeline.shift_watch import EVERY, ShiftWatch, check_every
 from dissensus.pipeline.spec import file_sha256
 from dissensus.quoting import one_line, quote_short
 from dissensus.store.canonical import canonical
+from dissensus.store.targets import mask_url
 from dissensus.types import AgentOutput, Evidence, JsonObject, Panel, option_id_problem
 
 __all__ = ["dissensus_reducer", "scores_panel"]
@@ -667,6 +674,31 @@ def _check_graders(graders: list[str] | None) -> None:
         )
 
 
+class _Reducer:
+    """The reducer Inspect is given: ``reduce``, with the parameters Inspect records of it
+    (its eval log's ``reducer.params``, each sample's ``scorer_args``) holding the
+    ``journal`` as every message names it, a database URL's password masked: the log is
+    shared and viewed, never the place of a credential."""
+
+    _reduce: Callable[[list[Score]], Score]
+
+    def __init__(self, reduce: Callable[[list[Score]], Score]) -> None:
+        object.__setattr__(self, "_reduce", reduce)
+
+    @property
+    def __name__(self) -> str:
+        return "reduce"
+
+    def __call__(self, scores: list[Score]) -> Score:
+        return self._reduce(scores)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # Inspect tags the reducer with its creation parameters (setattr), once made.
+        if isinstance(value, dict) and isinstance(value.get("journal"), str):
+            value = {**value, "journal": mask_url(value["journal"])}
+        object.__setattr__(self, name, value)
+
+
 @score_reducer(name="dissensus")
 def dissensus_reducer(
     graders: list[str] | None = None,
@@ -734,7 +766,7 @@ def dissensus_reducer(
             )
         return Score(value=value, answer=record.action, explanation=explanation, metadata=meta)
 
-    return reduce
+    return _Reducer(reduce)
 
 
 @score_reducer(name="dissensus/dissensus")
