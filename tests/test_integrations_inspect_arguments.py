@@ -3,7 +3,8 @@
 ``dissensus_reducer(graders=5)`` failed with Python's ``TypeError: 'int' object is not
 iterable``, ``acceptance=5`` with ``expected str, bytes or os.PathLike object``, a
 mapping of graders with an ``AttributeError``, and a ``shift_every`` of ``-1`` or
-``2.5`` was taken without a word when no journal was given. Each is a
+``2.5`` was taken without a word when no journal was given; a file name over the
+system's length limit was Python's ``OSError: File name too long``. Each is a
 :class:`~dissensus.errors.ConfigError` naming the argument when the reducer is made.
 """
 
@@ -33,6 +34,8 @@ def _inspect() -> None:
         ({"acceptance": 5}, "acceptance"),
         ({"acceptance": b"acceptance.json"}, "acceptance"),
         ({"guard_calibration": 5}, "guard_calibration"),
+        ({"acceptance": "a" * 5000}, "acceptance"),  # a name the system refuses
+        ({"guard_calibration": "a" * 5000}, "guard_calibration"),
         ({"shift_every": -1}, "shift_every"),
         ({"shift_every": 2.5}, "shift_every"),
         ({"shift_every": "100"}, "shift_every"),

@@ -34,7 +34,7 @@ Choices where the frameworks are silent:
   two names, or naming one twice, is a :class:`~dissensus.errors.ConfigError` (field
   ``graders``) when the reducer is made: no sample could be decided with it. So is every
   argument of the wrong kind, naming it (``graders`` or ``options`` not a list or tuple
-  of strings, ``acceptance`` or ``guard_calibration`` no path, ``shift_every`` not a
+  of strings, ``acceptance`` or ``guard_calibration`` no path or a name the system refuses, ``shift_every`` not a
   whole number 0 or more even with no journal to watch), never Python's own
   ``TypeError`` from deep inside the check.
 * **Declined graders are abstentions**, never dropped: a score whose value is ``None``
@@ -652,7 +652,11 @@ def _check_files(**given: object) -> None:
             continue
         if not isinstance(value, str | os.PathLike) or not isinstance(os.fspath(value), str):
             raise ConfigError(f"expected a file path, not {type(value).__name__}", field=arg)
-        if not Path(value).is_file():
+        try:
+            found = Path(value).is_file()
+        except OSError as exc:  # a name the system refuses (too long)
+            raise ConfigError(f"not a usable path: {exc.strerror or exc}", field=arg) from None
+        if not found:
             raise ConfigError(f"file not found: {os.fspath(value)}", field=arg)
 
 
