@@ -1,4 +1,5 @@
-"""No integration imports its framework at ``import dissensus`` (or CLI) time."""
+"""No integration imports its framework at ``import dissensus`` (or CLI) time, and one whose
+framework is missing says which extra installs it."""
 
 from __future__ import annotations
 
@@ -64,3 +65,45 @@ def test_mcp_without_its_extra_is_a_usage_error_naming_the_extra() -> None:
     )
     assert done.returncode == 2
     assert "dissensus[mcp]" in done.stderr and "Traceback" not in done.stderr
+
+
+_BLOCK = """
+import importlib.abc, sys
+class _Missing(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, _Missing())
+try:
+    import {module}
+except ModuleNotFoundError as exc:
+    print(exc.name)
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "blocked", "extra"),
+    [
+        ("dissensus.integrations.langgraph", ("langgraph", "langchain_core"), "langgraph"),
+        ("dissensus.integrations.inspect", ("inspect_ai",), "inspect"),
+        ("dissensus.integrations.mcp", ("mcp",), "mcp"),
+    ],
+)
+def test_an_integration_without_its_framework_names_the_extra_to_install(
+    module: str, blocked: tuple[str, ...], extra: str
+) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+    }
+    code = _BLOCK.format(module=module, blocked=set(blocked))
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    name, message = done.stdout.strip().splitlines()
+    assert name.split(".")[0] in blocked  # still a ModuleNotFoundError naming the module
+    assert f"pip install 'dissensus[{extra}]'" in message, message
+    assert "No module named" in message, message

@@ -69,6 +69,8 @@ def mcp_command(
     try:
         from dissensus.integrations.mcp import serve
     except ModuleNotFoundError as exc:
+        if "dissensus[mcp]" in str(exc):  # the package's own words name the extra
+            raise ConfigError(str(exc)) from exc
         raise ConfigError(
             f"the MCP server needs the 'mcp' extra (pip install 'dissensus[mcp]'): {exc}"
         ) from exc

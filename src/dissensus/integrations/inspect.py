@@ -32,7 +32,11 @@ Choices where the frameworks are silent:
   :class:`~dissensus.errors.InputError`), not a raw validation error: the tags are the
   scorers' output, which may go wrong for one sample only. A ``graders`` list of fewer than
   two names, or naming one twice, is a :class:`~dissensus.errors.ConfigError` (field
-  ``graders``) when the reducer is made: no sample could be decided with it.
+  ``graders``) when the reducer is made: no sample could be decided with it. So is every
+  argument of the wrong kind, naming it (``graders`` or ``options`` not a list or tuple
+  of strings, ``acceptance`` or ``guard_calibration`` no path or a name the system refuses, ``shift_every`` not a
+  whole number 0 or more even with no journal to watch), never Python's own
+  ``TypeError`` from deep inside the check.
 * **Declined graders are abstentions**, never dropped: a score whose value is ``None``
   or NaN (``Score.unscored``), and -- when ``graders`` is given -- each listed grader
   with no score (``multi_scorer`` drops scorers that returned ``None``) stays in the
@@ -120,6 +124,12 @@ Choices where the frameworks are silent:
   judged with the policy's acceptance file in the journal and journals a check that
   flags the file, so that under ``acceptance.on_shift: escalate`` later samples are held
   as ``dissensus decide`` holds them. A failed check is logged, never the sample's.
+* **The eval log.** Inspect records a reducer's creation parameters in the eval log (the
+  scorer's ``reducer.params``, each sample's ``scorer_args``). The ``journal`` is
+  recorded as every message names it, a ``postgresql://`` URL's password masked
+  (:func:`~dissensus.store.targets.mask_url`): the log is shared and viewed. The
+  reducer still writes to the journal the URL names; re-creating it from the log needs
+  the password from libpq's own sources (``PGPASSWORD``, ``~/.pgpass``).
 * Inspect calls reducers synchronously inside its event loop, so the pipeline runs on a
   worker thread for the duration of the call.
 """
@@ -132,14 +142,21 @@ import hashlib
 import json
 import logging
 import math
+import os
 import re
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from inspect_ai.scorer import Score, ScoreReducer, score_reducer
 from pydantic import ValidationError
+
+from dissensus.integrations._extras import missing_extra
+
+try:
+    from inspect_ai.scorer import Score, ScoreReducer, score_reducer
+except ModuleNotFoundError as exc:  # named with the extra that installs it
+    raise missing_extra(exc, door="the Inspect AI integration", extra="inspect") from exc
 
 from dissensus.errors import ConfigError, InputError
 from dissensus.guard import guard_votes
@@ -156,10 +173,11 @@ from dissensus.pipeline import (
     policy_from_dict,
 )
 from dissensus.pipeline.policy import guard_thresholds
-from dissensus.pipeline.shift_watch import EVERY, ShiftWatch
+from dissensus.pipeline.shift_watch import EVERY, ShiftWatch, check_every
 from dissensus.pipeline.spec import file_sha256
 from dissensus.quoting import one_line, quote_short
 from dissensus.store.canonical import canonical
+from dissensus.store.targets import mask_url
 from dissensus.types import AgentOutput, Evidence, JsonObject, Panel, option_id_problem
 
 __all__ = ["dissensus_reducer", "scores_panel"]
@@ -461,9 +479,9 @@ def _spec(
     a built spec is not silently re-specified. Otherwise the reducer's files replace the
     policy's, as ``dissensus decide --acceptance`` does.
     """
-    for arg, value in (("acceptance", acceptance), ("guard_calibration", guard_calibration)):
-        if value is not None and not Path(value).is_file():
-            raise ConfigError(f"file not found: {value}", field=arg)
+    _check_files(acceptance=acceptance, guard_calibration=guard_calibration)
+    acceptance = None if acceptance is None else os.fspath(acceptance)
+    guard_calibration = None if guard_calibration is None else os.fspath(guard_calibration)
     if acceptance is None and guard_calibration is None:
         return RunSpec.from_policy(policy)
     learned = acceptance if acceptance is not None and _is_learned_acceptance(acceptance) else None
@@ -604,7 +622,7 @@ def _check_options(options: list[str] | None) -> None:
     decision is), checked when the reducer is made."""
     if options is None:
         return
-    if isinstance(options, str) or not all(isinstance(o, str) and o.strip() for o in options):
+    if not _is_list(options) or not all(isinstance(o, str) and o.strip() for o in options):
         raise ConfigError(
             "expected a list of non-empty labels (the graders' values)", field="options"
         )
@@ -619,12 +637,35 @@ def _check_options(options: list[str] | None) -> None:
         raise ConfigError(found[1], field=found[0].removeprefix("meta."))
 
 
+def _is_list(value: object) -> bool:
+    """Whether ``value`` is a list (or tuple) of names, as ``graders`` and ``options`` are:
+    a string, a mapping, a generator or a number is none."""
+    return isinstance(value, list | tuple)
+
+
+def _check_files(**given: object) -> None:
+    """The file arguments (``acceptance``, ``guard_calibration``): a path (a ``str`` or
+    ``os.PathLike``) of a file that is there, else a :class:`ConfigError` naming the
+    argument."""
+    for arg, value in given.items():
+        if value is None:
+            continue
+        if not isinstance(value, str | os.PathLike) or not isinstance(os.fspath(value), str):
+            raise ConfigError(f"expected a file path, not {type(value).__name__}", field=arg)
+        try:
+            found = Path(value).is_file()
+        except OSError as exc:  # a name the system refuses (too long)
+            raise ConfigError(f"not a usable path: {exc.strerror or exc}", field=arg) from None
+        if not found:
+            raise ConfigError(f"file not found: {os.fspath(value)}", field=arg)
+
+
 def _check_graders(graders: list[str] | None) -> None:
     """The ``graders`` argument: at least two names, each once (the eval's set-up, so a
     :class:`ConfigError` when the reducer is made, not a failure of every sample)."""
     if graders is None:
         return
-    if isinstance(graders, str) or not all(isinstance(g, str) and g for g in graders):
+    if not _is_list(graders) or not all(isinstance(g, str) and g for g in graders):
         raise ConfigError("expected a list of non-empty grader names", field="graders")
     if len(graders) < 2:
         raise ConfigError(
@@ -635,6 +676,31 @@ def _check_graders(graders: list[str] | None) -> None:
         raise ConfigError(
             f"grader {quote_short(twice[0])} is named twice: one grader, one vote", field="graders"
         )
+
+
+class _Reducer:
+    """The reducer Inspect is given: ``reduce``, with the parameters Inspect records of it
+    (its eval log's ``reducer.params``, each sample's ``scorer_args``) holding the
+    ``journal`` as every message names it, a database URL's password masked: the log is
+    shared and viewed, never the place of a credential."""
+
+    _reduce: Callable[[list[Score]], Score]
+
+    def __init__(self, reduce: Callable[[list[Score]], Score]) -> None:
+        object.__setattr__(self, "_reduce", reduce)
+
+    @property
+    def __name__(self) -> str:
+        return "reduce"
+
+    def __call__(self, scores: list[Score]) -> Score:
+        return self._reduce(scores)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # Inspect tags the reducer with its creation parameters (setattr), once made.
+        if isinstance(value, dict) and isinstance(value.get("journal"), str):
+            value = {**value, "journal": mask_url(value["journal"])}
+        object.__setattr__(self, name, value)
 
 
 @score_reducer(name="dissensus")
@@ -660,6 +726,7 @@ def dissensus_reducer(
     """
     _check_graders(graders)
     _check_options(options)
+    check_every(shift_every)  # checked with no journal too: a wrong argument is never ignored
     spec = _spec(policy, acceptance, guard_calibration)
     # The shift watch of the reducer's cases (dissensus.pipeline.shift_watch).
     watch = ShiftWatch(spec, every=shift_every if journal is not None else 0)
@@ -703,7 +770,7 @@ def dissensus_reducer(
             )
         return Score(value=value, answer=record.action, explanation=explanation, metadata=meta)
 
-    return reduce
+    return _Reducer(reduce)
 
 
 @score_reducer(name="dissensus/dissensus")

@@ -35,6 +35,11 @@ Choices where the framework is silent:
   refuse a ``Command`` to a node it lacks: it logs a warning (``wrote to unknown channel
   branch:to:NAME, ignoring it``) and the graph ends after the node, the case unrouted.
   Check the targets against the graph's nodes.
+* **Arguments of the wrong kind** are a :class:`~dissensus.errors.ConfigError` naming the
+  argument when the node is made: ``goto`` that is no mapping, ``key`` that is not a
+  non-empty string, ``panel`` or ``reviewer`` that is not callable, ``policy_dir`` that
+  is no path. Each would otherwise fail later as Python's own ``TypeError``, ``panel``
+  and ``key`` only at the graph's first case.
 * **The record's key**: LangGraph drops, without a word, an update to a key the graph's
   state lacks, and so the record when ``key`` is not in the state schema. The node
   checks ``key`` against the state's channels the first time it runs (what LangGraph
@@ -91,14 +96,21 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.errors import GraphInterrupt
-from langgraph.types import Command, interrupt
 from pydantic import ValidationError
+
+from dissensus.integrations._extras import missing_extra
+
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.errors import GraphInterrupt
+    from langgraph.types import Command, interrupt
+except ModuleNotFoundError as exc:  # named with the extra that installs it
+    raise missing_extra(exc, door="the LangGraph integration", extra="langgraph") from exc
 
 from dissensus.cases import as_panel
 from dissensus.errors import ConfigError, DissensusError, InputError
@@ -151,6 +163,33 @@ def node_run_id(config: RunnableConfig) -> str:
     return "lg-" + hashlib.sha256(basis.encode("utf-8")).hexdigest()[:16]
 
 
+def _check_kinds(
+    *, goto: object, key: object, panel: object, reviewer: object, policy_dir: object
+) -> None:
+    """The node's arguments of the wrong kind, each a :class:`ConfigError` naming it when
+    the node is made (never Python's own ``TypeError`` then, nor one at the first case)."""
+    if not isinstance(goto, Mapping):
+        raise ConfigError(
+            f"goto maps an action to a node name (a mapping), not {type(goto).__name__}",
+            field="goto",
+        )
+    if not (isinstance(key, str) and key):
+        raise ConfigError(f"key must be a state key (a non-empty string), got {key!r}", field="key")
+    for name, fn in (("panel", panel), ("reviewer", reviewer)):
+        if not callable(fn):
+            raise ConfigError(
+                f"{name} must be a function of the graph's "
+                f"{'state' if name == 'panel' else 'config'}, not {type(fn).__name__}",
+                field=name,
+            )
+    if policy_dir is not None and not (
+        isinstance(policy_dir, str | os.PathLike) and isinstance(os.fspath(policy_dir), str)
+    ):
+        raise ConfigError(
+            f"policy_dir is a folder's path, not {type(policy_dir).__name__}", field="policy_dir"
+        )
+
+
 class DecisionNode:
     """The callable ``decision_node`` returns (a LangGraph node taking state and config)."""
 
@@ -179,7 +218,8 @@ class DecisionNode:
                 "node's call",
                 field="journal",
             )
-        unknown = sorted(set(goto) - set(get_args(FinalAction)))
+        _check_kinds(goto=goto, key=key, panel=panel, reviewer=reviewer, policy_dir=policy_dir)
+        unknown = sorted(set(goto) - set(get_args(FinalAction)), key=repr)
         if unknown:
             raise ConfigError(
                 f"goto names no action a record can have: {', '.join(map(repr, unknown))} "
@@ -349,7 +389,7 @@ def decision_node(
         journal=journal,
         panel=panel,
         on_escalate=on_escalate,
-        goto=goto or {},
+        goto={} if goto is None else goto,
         key=key,
         reviewer=reviewer,
         policy_dir=policy_dir,

@@ -156,6 +156,15 @@ stdio reader (``transport``, ``messages``); ``docs/architecture.md`` lists them.
 
 from __future__ import annotations
 
+import importlib
+
+from dissensus.integrations._extras import missing_extra
+
+try:  # the SDK, before the server's modules import it
+    importlib.import_module("mcp.server.mcpserver")
+except ModuleNotFoundError as exc:  # named with the extra that installs it
+    raise missing_extra(exc, door="the MCP server", extra="mcp") from exc
+
 from dissensus.integrations.mcp.results import DecideResult, PanelReject
 from dissensus.integrations.mcp.server import build_server, serve
 from dissensus.integrations.mcp.settings import REVIEWER_ENV

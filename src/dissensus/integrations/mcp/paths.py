@@ -47,7 +47,8 @@ def _served_root(root: str | os.PathLike[str] | None) -> Path:
 
 def _confined(root: Path, value: str, field: str) -> Path:
     """The file the argument ``field`` names, resolved (symbolic links followed) under
-    ``root``; a :class:`ConfigError` naming the argument only when it leads elsewhere."""
+    ``root``; a :class:`ConfigError` naming the argument only when it leads elsewhere, or
+    when the system refuses the name (``File name too long``)."""
     _file_arg(value, field)
     path = Path(value)
     try:
@@ -56,4 +57,10 @@ def _confined(root: Path, value: str, field: str) -> Path:
         raise ConfigError(_OUTSIDE, field=field) from None
     if not resolved.is_relative_to(root):
         raise ConfigError(_OUTSIDE, field=field)
+    try:
+        # A name the system refuses (a component over its length limit) fails here, named,
+        # not as a crash of the tool at its first look at the file.
+        resolved.exists()
+    except OSError as exc:
+        raise ConfigError(f"not a usable path: {exc.strerror or exc}", field=field) from None
     return resolved

@@ -5,7 +5,11 @@ A call opens its journal as every door opens one
 (:func:`dissensus.store.journal.open_journal`), with the signer of
 ``$DISSENSUS_SIGNING_KEY`` read once when the server is built: with it set, every run a
 call decides or resolves is sealed; a key set but unusable is a ``ConfigError`` naming
-the variable before the server serves."""
+the variable before the server serves.
+
+A message naming the server's own journal names it as the operator configured it, its
+password masked (:func:`~dissensus.store.targets.mask_url`), as the store itself names
+it: a tool's answer goes to the caller, who never sees the server's credentials."""
 
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from dissensus.pipeline.review import reviewer_name_problem
 from dissensus.pipeline.shift_watch import EVERY, ShiftWatch, check_every
 from dissensus.signing import signer_from_env
 from dissensus.store import Journal, is_postgres_url, journal_path, open_journal
+from dissensus.store.targets import mask_url
 
 REVIEWER_ENV = "DISSENSUS_REVIEWER"
 """The reviewer identity ``review_resolve`` records when ``--reviewer`` is not given."""
@@ -127,9 +132,10 @@ class _Settings:
     ) -> Iterator[tuple[Journal, Callable[[str], str]]]:
         """The journal a call uses (:meth:`open`), with the function naming it in a text as
         the caller named it (the ``journal`` argument, else the server's own as
-        configured); an error of the library raised while it is used is re-raised so
-        named, never by the path it has under the served directory."""
-        name = journal or journal_path(self.journal)
+        configured, a database URL's password masked); an error of the library raised
+        while it is used is re-raised so named, never by the path it has under the served
+        directory."""
+        name = journal or mask_url(journal_path(self.journal))
         with self.open(journal, must_exist=must_exist) as store:
             place = str(store.path)
 
