@@ -90,7 +90,8 @@ Choices this module makes:
   journalled steps stay), a ``run.stopped`` event records ``{reason: deadline, cases}``
   and :class:`DeadlineReached` (exit 1) is raised after the records finished in input
   order were yielded. The run is *partial*: no ``run.finished``, resumable with
-  ``runs resume``. The deadline is the loop's, so it holds on every executor; the
+  ``runs resume``. A deadline that passes once the executor has handed over its last
+  case and ended stops nothing: the run finishes. The deadline is the loop's, so it holds on every executor; the
   executor is told it
   (:attr:`~dissensus.pipeline.executors.RunContext.stop_at`) so that it starts no long step after
   it: the local one embeds a window in calls of a few texts and none after the
@@ -838,8 +839,10 @@ class _Feed:
 
     async def next(self, end: float | None) -> Outcome | None:
         """The next outcome, ``None`` after the last; :class:`_Late` once the loop's clock
-        reaches ``end``."""
-        if end is not None and asyncio.get_running_loop().time() >= end:
+        reaches ``end`` while the executor is still at work (once it has ended, what it
+        handed over is taken whatever the clock says: its last case decided just before
+        the deadline finishes the run, rather than leaving it partial)."""
+        if end is not None and not self._over and asyncio.get_running_loop().time() >= end:
             raise _Late()
         if self._queue.empty():
             try:
