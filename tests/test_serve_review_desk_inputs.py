@@ -94,6 +94,56 @@ async def test_a_form_whose_bytes_are_not_utf8_is_refused_and_nothing_is_saved(
         assert resolved is not None and resolved.payload["note"] == "café"
 
 
+def _multipart(fields: list[tuple[str, bytes, str | None]]) -> bytes:
+    """A ``multipart/form-data`` body (boundary ``XB``): ``(name, value, filename)``."""
+    out = b""
+    for name, value, filename in fields:
+        named = f'; filename="{filename}"' if filename else ""
+        out += f'--XB\r\nContent-Disposition: form-data; name="{name}"{named}\r\n\r\n'.encode()
+        out += value + b"\r\n"
+    return out + b"--XB--\r\n"
+
+
+async def test_a_multipart_form_is_refused_unread_and_nothing_is_saved(tmp_path: Path) -> None:
+    """A multipart post (which no page sends) had its non-UTF-8 bytes journalled as
+    Latin-1 (``\\xff`` as ``ÿ``) and a file part as its Python description
+    (``UploadFile(filename=...)``), each a note nobody typed."""
+    s = settings(tmp_path)
+    multipart = {"content-type": "multipart/form-data; boundary=XB"}
+    async with client_for(s) as client:
+        run_id, (review_id,) = await _escalate(client, "multipart")
+        await login(client, "rev")
+        page = await client.get(f"/review/case/{review_id}")
+        base = [
+            ("csrf", csrf_of(page.text).encode(), None),
+            ("content_sha256", _sha(page.text).encode(), None),
+            ("decision", b"2", None),
+        ]
+        for note in [("note", b"bad \xff\xfe bytes", None), ("note", b"a file", "n.txt")]:
+            refused = await client.post(
+                f"/review/case/{review_id}/resolve",
+                content=_multipart([*base, note]),
+                headers=multipart,
+            )
+            assert refused.status_code == 415, refused.text
+            assert "nothing was saved" in refused.text
+        # The login and logout forms take only what their pages send too.
+        form = await client.get("/review/login")
+        token = [("token", b"tok-rev", None), ("csrf", csrf_of(form.text).encode(), None)]
+        refused = await client.post("/review/login", content=_multipart(token), headers=multipart)
+        assert refused.status_code == 415
+        out = await client.post("/review/logout", content=_multipart(base[:1]), headers=multipart)
+        assert out.status_code == 415
+        fine = {"csrf": csrf_of(page.text), "content_sha256": _sha(page.text), "note": "ok"}
+        done = await client.post(
+            f"/review/case/{review_id}/resolve", data={**fine, "decision": "2"}
+        )
+        assert done.status_code == 303, done.text
+    with Journal(s.journal) as journal:
+        resolved = journal.get(run_id, "review/1/resolved")
+        assert resolved is not None and resolved.payload["note"] == "ok"
+
+
 async def test_the_case_pages_claim_does_not_take_an_audit(tmp_path: Path) -> None:
     """An audit's reference posted to the case page's claim route is a 404 and claims
     nothing: it used to take the audit's claim, then send the reviewer to a 404."""

@@ -72,8 +72,10 @@ Choices this module makes:
   any web page can make a browser send, open no sessions.
 * Only ``review`` and ``admin`` tokens may log in.
 * A page whose case is unknown answers the message page with 404; a form post without a
-  login answers 401, without the session's CSRF token 403, and without the review role
-  403 too: every form, as every review route of the API, since a session takes its
+  login answers 401, a body that is not URL-encoded 415 (:func:`url_encoded`: the
+  site's forms never send ``multipart/form-data``, whose parser would read bytes that
+  are not UTF-8 as Latin-1 and a file as its description; the login and logout forms
+  too), without the session's CSRF token 403, and without the review role 403 too: every form, as every review route of the API, since a session takes its
   token's role as the tokens file has it now (a reviewer made ``submit`` since logging
   in can neither resolve, claim, give a claim up, undo nor confirm).
 * **Back where the reviewer was.** A page asked for without a session sends the reviewer
@@ -163,6 +165,7 @@ __all__ = [
     "service_of",
     "session_of",
     "set_session",
+    "url_encoded",
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -458,6 +461,23 @@ def require_login(request: Request) -> Reviewer | Response:
     return RedirectResponse(login_url(here), status_code=303)
 
 
+FORM_TYPE = "application/x-www-form-urlencoded"
+"""The one body type of the review site's forms: what a browser and htmx send for them."""
+
+
+def url_encoded(request: Request) -> bool:
+    """Whether a form post's body is URL-encoded, or absent. Another body type (a
+    ``multipart/form-data`` post, which no page of the site sends) is refused before it is
+    parsed: Starlette reads a multipart field that is not UTF-8 as Latin-1 (``\\xff``
+    journalled as ``ÿ``), and a file part as an upload whose text is its Python
+    description, so either would be saved as a note or decision nobody typed."""
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind == FORM_TYPE:
+        return True
+    length = request.headers.get("content-length", "0").strip()
+    return not kind and length in ("0", "") and "transfer-encoding" not in request.headers
+
+
 def _utf8_form(body: bytes, content_type: str) -> bool:
     """Whether an URL-encoded form's fields are UTF-8 once percent-decoded (a body of
     another type is left to its parser)."""
@@ -491,6 +511,14 @@ async def checked_form(request: Request) -> Form | Response:
         )
         return push_url(request, response, back, replace=True)
     who = Reviewer(principal, sid)
+    if not url_encoded(request):
+        return message(
+            request,
+            who,
+            415,
+            "not saved",
+            f"the form must be sent as {FORM_TYPE}, as the page sends it; nothing was saved",
+        )
     if not _utf8_form(await request.body(), request.headers.get("content-type", "")):
         # Starlette decodes a field's bytes with replacement: "%FF" would be journalled
         # as U+FFFD, a decision nobody typed. The API refuses such a body too (400).

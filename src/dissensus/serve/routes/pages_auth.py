@@ -25,6 +25,7 @@ from dissensus.serve.pages import (
     service_of,
     session_of,
     set_session,
+    url_encoded,
 )
 
 __all__ = ["router"]
@@ -62,6 +63,16 @@ async def login_form(request: Request) -> Response:
 @router.post("/review/login")
 async def login(request: Request) -> Response:
     service = service_of(request)
+    if not url_encoded(request):  # a multipart body is never parsed (pages.url_encoded)
+        return render(
+            "login.html",
+            415,
+            title="log in",
+            principal=None,
+            csrf="",
+            error="the form must be sent URL-encoded, as the page sends it; reload the page",
+            next=safe_next(request.query_params.get("next")),
+        )
     form = await request.form()
     back = safe_next(str(form.get("next", "")))
     pre = request.cookies.get(PRE_COOKIE)
@@ -105,6 +116,11 @@ async def login(request: Request) -> Response:
 async def logout(request: Request) -> Response:
     service = service_of(request)
     principal, sid = session_of(request)
+    if not url_encoded(request):
+        return PlainTextResponse(
+            "the form must be sent URL-encoded: reload the page and log out from it",
+            status_code=415,
+        )
     form = await request.form()
     if principal is not None:
         if not service.sessions.check_csrf(sid, str(form.get("csrf", ""))):
