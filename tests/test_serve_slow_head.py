@@ -216,6 +216,48 @@ def test_a_trickled_body_gets_a_408_and_the_connection_closes(server: str) -> No
 
 
 @pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        (b"Content-Type: application/json\r\nContent-Length: 100000000000\r\n", b"413"),
+        (b"Content-Type: text/plain\r\nContent-Length: 1000000\r\n", b"415"),
+    ],
+    ids=["413-announced", "415-before-the-body"],
+)
+def test_an_answer_before_the_body_ends_the_connection(
+    server: str, head: bytes, status: bytes
+) -> None:
+    """A request answered before its body arrived (100 GB announced: 413 at once) kept
+    its connection for as long as its client trickled the body: uvicorn dropped the
+    bytes, each restarting its keep-alive timer, and no request timer ran any more."""
+    host, port = server.removeprefix("http://").split(":")
+    sent = (
+        b"POST /v1/decide HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok-sub\r\n"
+        + head
+        + b"\r\n{"
+    )
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(sent)
+        sock.settimeout(0.25)
+        data, closed = b"", False
+        for _ in range(120):  # 30 s at most, many times the 2 s --timeout
+            with contextlib.suppress(OSError):
+                sock.sendall(b" " * 100)  # the body goes on arriving
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:  # reset after the close
+                closed = True
+                break
+            if not chunk:
+                closed = True
+                break
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 " + status), data[:200]
+    assert closed, data[:200]
+
+
+@pytest.mark.parametrize(
     ("path", "sent"),
     [
         ("/healthz", b"GET /" + b"a" * 200_000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),

@@ -27,6 +27,14 @@ Choices this module makes:
   that never reads its answers could otherwise hold its socket, the server's buffers
   and, pipelining, the requests behind them for as long as it liked. A slow reader that
   keeps reading is never cut off: each resumption of writing restarts the limit.
+* **An answer sent before its request's body has all arrived ends the connection** (a
+  ``413`` for a ``Content-Length`` over the limit, a ``401``, ``403`` or ``415`` made
+  before the body is read, ...): the end of the server's side is sent after the answer,
+  what the client still sends is dropped for :data:`LINGER_S`, then the connection is
+  closed. uvicorn would read and drop the rest of the body for as long as it came, each
+  byte restarting its keep-alive timer and no request timer running any more (the
+  request was answered), so a client announcing 100 GB and trickling a byte a second
+  held its connection for good: the head and body limits were both behind it.
 * **A head over** :data:`MAX_HEAD_BYTES` **(64 KiB)** is answered 431 naming ``<head>``,
   then the connection is closed: the bytes are counted before the parser reads them,
   whose cost grows with the square of a header's length (a 100 MB header value took
@@ -202,6 +210,27 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
             "408 Request Timeout", f"request head not received within {seconds} s", "<head>"
         )
 
+    def on_response_complete(self) -> None:
+        cycle = self.cycle
+        unread = cycle is not None and cycle.more_body  # the body was still arriving
+        super().on_response_complete()
+        if unread and not self.transport.is_closing():
+            self._linger()
+
+    def _linger(self) -> None:
+        """End the server's side, drop what the client still sends for
+        :data:`LINGER_S`, then close: closing with unread bytes would reset the
+        connection, and the client could lose the answer just written."""
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self._discarding = True
+        self.transport.write_eof()
+        self.loop.call_later(LINGER_S, self.transport.close)
+
     def send_400_response(self, msg: str) -> None:
         """uvicorn's answer to a request its parser refused, as JSON (see the module)."""
         self._refuse("400 Bad Request", "malformed HTTP request", "<request>")
@@ -233,10 +262,8 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
         )
         self.transport.write(head.encode() + body)
-        if linger and self.transport.can_write_eof():
-            self._discarding = True
-            self.transport.write_eof()
-            self.loop.call_later(LINGER_S, self.transport.close)
+        if linger:
+            self._linger()
             return
         self.transport.close()
 
