@@ -11,6 +11,7 @@ import pytest
 
 from dissensus.errors import ConfigError
 from dissensus.serve.auth import hash_token, load_tokens, token_line
+from dissensus.serve.pages import MAX_FORM_BYTES, MAX_FORM_FIELDS
 from dissensus.store import Journal
 from pipeline_cases import panel, write_policy
 from serve_helpers import auth, client_for, csrf_of, escalating, heap_frozen, login, settings
@@ -137,6 +138,37 @@ async def test_a_multipart_form_is_refused_unread_and_nothing_is_saved(tmp_path:
         fine = {"csrf": csrf_of(page.text), "content_sha256": _sha(page.text), "note": "ok"}
         done = await client.post(
             f"/review/case/{review_id}/resolve", data={**fine, "decision": "2"}
+        )
+        assert done.status_code == 303, done.text
+    with Journal(s.journal) as journal:
+        resolved = journal.get(run_id, "review/1/resolved")
+        assert resolved is not None and resolved.payload["note"] == "ok"
+
+
+async def test_a_form_larger_than_any_page_sends_is_refused_before_it_is_decoded(
+    tmp_path: Path,
+) -> None:
+    """A form of 8 MiB of ``a=&a=&...`` was decoded on the event loop, field by field,
+    holding every other request for seconds (9 s on 2.6 million fields), before the
+    login was even checked. A form with more fields, or more bytes, than any page sends
+    is now 413 before it is decoded, on the login too, and nothing is saved."""
+    s = settings(tmp_path)
+    form_type = {"content-type": "application/x-www-form-urlencoded"}
+    async with client_for(s) as client:
+        run_id, (review_id,) = await _escalate(client, "big-form")
+        refused = await client.post("/review/login", content=b"a=&" * 100, headers=form_type)
+        assert refused.status_code == 413, refused.text
+        await login(client, "rev")
+        page = await client.get(f"/review/case/{review_id}")
+        fine = f"csrf={csrf_of(page.text)}&content_sha256={_sha(page.text)}&decision=2&note=ok"
+        for extra in ["&x=" * MAX_FORM_FIELDS, "&other=" + "%41" * MAX_FORM_BYTES]:
+            refused = await client.post(
+                f"/review/case/{review_id}/resolve", content=fine + extra, headers=form_type
+            )
+            assert refused.status_code == 413, refused.text
+            assert "nothing was saved" in refused.text
+        done = await client.post(
+            f"/review/case/{review_id}/resolve", content=fine, headers=form_type
         )
         assert done.status_code == 303, done.text
     with Journal(s.journal) as journal:

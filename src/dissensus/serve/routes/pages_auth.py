@@ -19,13 +19,13 @@ from dissensus.serve.pages import (
     PRE_COOKIE,
     SESSION_COOKIE,
     post_only,
+    read_form,
     render,
     safe_next,
     secure,
     service_of,
     session_of,
     set_session,
-    url_encoded,
 )
 
 __all__ = ["router"]
@@ -63,17 +63,18 @@ async def login_form(request: Request) -> Response:
 @router.post("/review/login")
 async def login(request: Request) -> Response:
     service = service_of(request)
-    if not url_encoded(request):  # a multipart body is never parsed (pages.url_encoded)
+    form = await read_form(request)  # a multipart or oversized body is never parsed
+    if isinstance(form, tuple):
+        status, reason = form
         return render(
             "login.html",
-            415,
+            status,
             title="log in",
             principal=None,
             csrf="",
-            error="the form must be sent URL-encoded, as the page sends it; reload the page",
+            error=f"{reason}; reload the page",
             next=safe_next(request.query_params.get("next")),
         )
-    form = await request.form()
     back = safe_next(str(form.get("next", "")))
     pre = request.cookies.get(PRE_COOKIE)
     if pre is None or not service.sessions.check_csrf(pre, str(form.get("csrf", ""))):
@@ -116,12 +117,12 @@ async def login(request: Request) -> Response:
 async def logout(request: Request) -> Response:
     service = service_of(request)
     principal, sid = session_of(request)
-    if not url_encoded(request):
+    form = await read_form(request)
+    if isinstance(form, tuple):
+        status, reason = form
         return PlainTextResponse(
-            "the form must be sent URL-encoded: reload the page and log out from it",
-            status_code=415,
+            f"{reason}: reload the page and log out from it", status_code=status
         )
-    form = await request.form()
     if principal is not None:
         if not service.sessions.check_csrf(sid, str(form.get("csrf", ""))):
             # Refused as every page post without its token is (403), the session and its
