@@ -176,6 +176,34 @@ async def test_a_form_larger_than_any_page_sends_is_refused_before_it_is_decoded
         assert resolved is not None and resolved.payload["note"] == "ok"
 
 
+@pytest.mark.parametrize("sent", ["%C3%A9", "%E2%80%8B", "caf%C3%A9" * 20])
+async def test_a_csrf_token_of_any_text_is_refused_as_a_wrong_one(
+    tmp_path: Path, sent: str
+) -> None:
+    """A CSRF token that was not ASCII (``csrf=%C3%A9``) made the comparison raise: a
+    500 on the login and on every form, with a traceback in the server's log."""
+    s = settings(tmp_path)
+    form_type = {"content-type": "application/x-www-form-urlencoded"}
+    async with client_for(s) as client:
+        run_id, (review_id,) = await _escalate(client, "csrf")
+        await client.get("/review/login")  # the pre-session cookie
+        refused = await client.post(
+            "/review/login", content=f"token=tok-rev&csrf={sent}", headers=form_type
+        )
+        assert refused.status_code == 403 and "the form expired" in refused.text
+        await login(client, "rev")
+        page = await client.get(f"/review/case/{review_id}")
+        body = f"csrf={sent}&content_sha256={_sha(page.text)}&decision=2&note=ok"
+        refused = await client.post(
+            f"/review/case/{review_id}/resolve", content=body, headers=form_type
+        )
+        assert refused.status_code == 403 and "CSRF" in refused.text
+        out = await client.post("/review/logout", content=f"csrf={sent}", headers=form_type)
+        assert out.status_code == 403
+    with Journal(s.journal) as journal:
+        assert journal.get(run_id, "review/1/resolved") is None
+
+
 async def test_the_case_pages_claim_does_not_take_an_audit(tmp_path: Path) -> None:
     """An audit's reference posted to the case page's claim route is a 404 and claims
     nothing: it used to take the audit's claim, then send the reviewer to a 404."""
