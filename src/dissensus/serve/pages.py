@@ -83,8 +83,8 @@ Choices this module makes:
 * **Back where the reviewer was.** A page asked for without a session sends the reviewer
   to ``/review/login?next=<that page>``, and the login goes back there. ``next`` is only
   ever a path of the review site (:func:`safe_next`: ``/review`` or below, never an
-  absolute or ``//`` URL, a backslash, a control character or the login page itself),
-  else the queue. A form post refused for want of a session (401: it ended, or the
+  absolute or ``//`` URL, a backslash, a control character or the login page itself;
+  nor one that is no URL at all, such as ``//[``), else the queue. A form post refused for want of a session (401: it ended, or the
   server restarted and forgot it) or of its CSRF token (403) answers the message page
   with a link to log in again (401) and, to htmx, the address of the page the form was
   on (``HX-Replace-Url``, :func:`page_url`), so the address bar never stays on a
@@ -122,7 +122,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, urlsplit
 
 import anyio
 from fastapi import APIRouter, Request
@@ -355,6 +355,16 @@ _NOT_NEXT = ("/review/login", "/review/logout", "/review/static/")
 _FORM_POST = re.compile(r"^/review/(case|auto|audit)/([^/]+)/[a-z]+$")
 
 
+def _split(url: str) -> SplitResult | None:
+    """``url`` split, or ``None`` when it cannot be (``//[``, ``http://[::1``: an
+    unclosed IPv6 bracket makes :func:`~urllib.parse.urlsplit` raise; a ``next=`` or an
+    ``HX-Current-URL`` holding one was a 500)."""
+    try:
+        return urlsplit(url)
+    except ValueError:
+        return None
+
+
 def safe_next(value: str | None) -> str | None:
     """``value`` when it is a path (and query) of the review site a login may go back to,
     else ``None``: never an absolute or scheme-relative (``//host``) URL, a backslash
@@ -364,8 +374,8 @@ def safe_next(value: str | None) -> str | None:
         return None
     if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in value):
         return None
-    parts = urlsplit(value)
-    if parts.scheme or parts.netloc or parts.fragment:
+    parts = _split(value)
+    if parts is None or parts.scheme or parts.netloc or parts.fragment:
         return None
     path = parts.path
     if not (path == "/review" or path.startswith("/review/")):
@@ -395,15 +405,17 @@ def page_url(request: Request) -> str:
     if found:
         return f"/review/{found[1]}/{quote(found[2], safe='')}{query}"
     current = request.headers.get("hx-current-url")
-    if current:
-        parts = urlsplit(current)
-        here = urlsplit(str(request.base_url))
-        if (parts.scheme, parts.netloc) == (here.scheme, here.netloc) and not _FORM_POST.match(
-            parts.path
-        ):
-            known = safe_next(parts.path + (f"?{parts.query}" if parts.query else ""))
-            if known is not None:
-                return known
+    parts = _split(current) if current else None
+    here = _split(str(request.base_url)) if parts is not None else None
+    if (
+        parts is not None
+        and here is not None
+        and (parts.scheme, parts.netloc) == (here.scheme, here.netloc)
+        and not _FORM_POST.match(parts.path)
+    ):
+        known = safe_next(parts.path + (f"?{parts.query}" if parts.query else ""))
+        if known is not None:
+            return known
     return "/review" + query
 
 
