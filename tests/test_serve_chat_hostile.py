@@ -22,7 +22,7 @@ import yaml
 from dissensus.errors import InputError
 from dissensus.io.limits import MAX_FIELD_CHARS, MAX_PANEL_CHARS
 from dissensus.panels import ChatError, PanelChat
-from dissensus.panels.shapes import MAX_MESSAGES
+from dissensus.panels.shapes import MAX_CONTENT_PARTS, MAX_MESSAGES
 from dissensus.pipeline.durable import case_step
 from dissensus.pipeline.review import split_ref
 from dissensus.pipeline.steps import CaseInput
@@ -265,6 +265,25 @@ async def test_more_messages_than_the_limit_is_a_400_before_any_member(
         error = _openai_error(got, 400)
         assert error["param"] == "messages" and str(MAX_MESSAGES) in error["message"]
         assert svc.calls == 0 and svc.runs() == 0
+
+
+async def test_more_content_parts_than_the_limit_is_a_400_before_any_is_validated(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+) -> None:
+    """Content parts were unbounded but by the body's size: 250,000 one-letter parts
+    were validated (0.8 s holding the interpreter) before the character bound refused
+    them. More than ``MAX_CONTENT_PARTS`` in all, over a message or several, is a 400."""
+    part = {"type": "text", "text": "a"}
+    one = [{"role": "user", "content": [part] * (MAX_CONTENT_PARTS + 1)}]
+    spread = [{"role": "user", "content": [part] * 8}] * (MAX_CONTENT_PARTS // 8 + 1)
+    async with service(world, tmp_path) as svc:
+        for messages in (one, spread):
+            got = await svc.post({"model": "m", "messages": messages})
+            error = _openai_error(got, 400)
+            assert error["param"] == "messages" and str(MAX_CONTENT_PARTS) in error["message"]
+        fine = [{"role": "user", "content": [part] * MAX_CONTENT_PARTS}]
+        assert (await svc.post({"model": "m", "messages": fine})).status_code == 200
+        assert svc.calls == 3 and svc.runs() == 1
 
 
 async def test_a_message_of_exactly_the_field_bound_is_decided(

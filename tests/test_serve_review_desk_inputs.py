@@ -11,6 +11,7 @@ import pytest
 
 from dissensus.errors import ConfigError
 from dissensus.serve.auth import hash_token, load_tokens, token_line
+from dissensus.serve.pages import MAX_FORM_BYTES, MAX_FORM_FIELDS
 from dissensus.store import Journal
 from pipeline_cases import panel, write_policy
 from serve_helpers import auth, client_for, csrf_of, escalating, heap_frozen, login, settings
@@ -92,6 +93,115 @@ async def test_a_form_whose_bytes_are_not_utf8_is_refused_and_nothing_is_saved(
     with Journal(s.journal) as journal:
         resolved = journal.get(run_id, "review/1/resolved")
         assert resolved is not None and resolved.payload["note"] == "café"
+
+
+def _multipart(fields: list[tuple[str, bytes, str | None]]) -> bytes:
+    """A ``multipart/form-data`` body (boundary ``XB``): ``(name, value, filename)``."""
+    out = b""
+    for name, value, filename in fields:
+        named = f'; filename="{filename}"' if filename else ""
+        out += f'--XB\r\nContent-Disposition: form-data; name="{name}"{named}\r\n\r\n'.encode()
+        out += value + b"\r\n"
+    return out + b"--XB--\r\n"
+
+
+async def test_a_multipart_form_is_refused_unread_and_nothing_is_saved(tmp_path: Path) -> None:
+    """A multipart post (which no page sends) had its non-UTF-8 bytes journalled as
+    Latin-1 (``\\xff`` as ``ÿ``) and a file part as its Python description
+    (``UploadFile(filename=...)``), each a note nobody typed."""
+    s = settings(tmp_path)
+    multipart = {"content-type": "multipart/form-data; boundary=XB"}
+    async with client_for(s) as client:
+        run_id, (review_id,) = await _escalate(client, "multipart")
+        await login(client, "rev")
+        page = await client.get(f"/review/case/{review_id}")
+        base = [
+            ("csrf", csrf_of(page.text).encode(), None),
+            ("content_sha256", _sha(page.text).encode(), None),
+            ("decision", b"2", None),
+        ]
+        for note in [("note", b"bad \xff\xfe bytes", None), ("note", b"a file", "n.txt")]:
+            refused = await client.post(
+                f"/review/case/{review_id}/resolve",
+                content=_multipart([*base, note]),
+                headers=multipart,
+            )
+            assert refused.status_code == 415, refused.text
+            assert "nothing was saved" in refused.text
+        # The login and logout forms take only what their pages send too.
+        form = await client.get("/review/login")
+        token = [("token", b"tok-rev", None), ("csrf", csrf_of(form.text).encode(), None)]
+        refused = await client.post("/review/login", content=_multipart(token), headers=multipart)
+        assert refused.status_code == 415
+        out = await client.post("/review/logout", content=_multipart(base[:1]), headers=multipart)
+        assert out.status_code == 415
+        fine = {"csrf": csrf_of(page.text), "content_sha256": _sha(page.text), "note": "ok"}
+        done = await client.post(
+            f"/review/case/{review_id}/resolve", data={**fine, "decision": "2"}
+        )
+        assert done.status_code == 303, done.text
+    with Journal(s.journal) as journal:
+        resolved = journal.get(run_id, "review/1/resolved")
+        assert resolved is not None and resolved.payload["note"] == "ok"
+
+
+async def test_a_form_larger_than_any_page_sends_is_refused_before_it_is_decoded(
+    tmp_path: Path,
+) -> None:
+    """A form of 8 MiB of ``a=&a=&...`` was decoded on the event loop, field by field,
+    holding every other request for seconds (9 s on 2.6 million fields), before the
+    login was even checked. A form with more fields, or more bytes, than any page sends
+    is now 413 before it is decoded, on the login too, and nothing is saved."""
+    s = settings(tmp_path)
+    form_type = {"content-type": "application/x-www-form-urlencoded"}
+    async with client_for(s) as client:
+        run_id, (review_id,) = await _escalate(client, "big-form")
+        refused = await client.post("/review/login", content=b"a=&" * 100, headers=form_type)
+        assert refused.status_code == 413, refused.text
+        await login(client, "rev")
+        page = await client.get(f"/review/case/{review_id}")
+        fine = f"csrf={csrf_of(page.text)}&content_sha256={_sha(page.text)}&decision=2&note=ok"
+        for extra in ["&x=" * MAX_FORM_FIELDS, "&other=" + "%41" * MAX_FORM_BYTES]:
+            refused = await client.post(
+                f"/review/case/{review_id}/resolve", content=fine + extra, headers=form_type
+            )
+            assert refused.status_code == 413, refused.text
+            assert "nothing was saved" in refused.text
+        done = await client.post(
+            f"/review/case/{review_id}/resolve", content=fine, headers=form_type
+        )
+        assert done.status_code == 303, done.text
+    with Journal(s.journal) as journal:
+        resolved = journal.get(run_id, "review/1/resolved")
+        assert resolved is not None and resolved.payload["note"] == "ok"
+
+
+@pytest.mark.parametrize("sent", ["%C3%A9", "%E2%80%8B", "caf%C3%A9" * 20])
+async def test_a_csrf_token_of_any_text_is_refused_as_a_wrong_one(
+    tmp_path: Path, sent: str
+) -> None:
+    """A CSRF token that was not ASCII (``csrf=%C3%A9``) made the comparison raise: a
+    500 on the login and on every form, with a traceback in the server's log."""
+    s = settings(tmp_path)
+    form_type = {"content-type": "application/x-www-form-urlencoded"}
+    async with client_for(s) as client:
+        run_id, (review_id,) = await _escalate(client, "csrf")
+        await client.get("/review/login")  # the pre-session cookie
+        refused = await client.post(
+            "/review/login", content=f"token=tok-rev&csrf={sent}", headers=form_type
+        )
+        assert refused.status_code == 403 and "the form expired" in refused.text
+        await login(client, "rev")
+        page = await client.get(f"/review/case/{review_id}")
+        body = f"csrf={sent}&content_sha256={_sha(page.text)}&decision=2&note=ok"
+        refused = await client.post(
+            f"/review/case/{review_id}/resolve", content=body, headers=form_type
+        )
+        assert refused.status_code == 403 and "CSRF" in refused.text
+        out = await client.post("/review/logout", content=f"csrf={sent}", headers=form_type)
+        assert out.status_code == 403
+    with Journal(s.journal) as journal:
+        assert journal.get(run_id, "review/1/resolved") is None
 
 
 async def test_the_case_pages_claim_does_not_take_an_audit(tmp_path: Path) -> None:

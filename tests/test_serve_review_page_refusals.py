@@ -150,6 +150,9 @@ async def test_refusals_without_a_session_or_csrf_stay_at_the_page(tmp_path: Pat
         "/review/case/x\r\nSet-Cookie: a=b",
         "/review#//evil.example",
         "",
+        "//[",  # no URL at all (an unclosed IPv6 bracket): these three were a 500
+        "http://[::1/review",
+        "//[x]/review",
     ],
 )
 async def test_the_login_goes_back_to_a_page_of_this_site_only(
@@ -291,6 +294,11 @@ async def test_a_get_of_a_post_only_address_goes_to_the_forms_page(tmp_path: Pat
                 got = await client.request(method, address)
                 assert got.status_code == 303, (method, address, got.text)
                 assert got.headers["location"] == back, address
+        # An address htmx names that is no URL (an unclosed IPv6 bracket) was a 500.
+        for current in ("http://[", "//[x]/review", "http://[::1"):
+            hx = {"HX-Request": "true", "HX-Current-URL": current}
+            got = await client.get("/review/logout", headers=hx)
+            assert got.status_code == 303 and got.headers["location"] == "/review", current
         assert (await client.get(f"/review/case/{rid}?run={run}")).status_code == 200
         assert "<b>open</b>" in (await client.get(f"/review/case/{rid}")).text
         # Other methods are still refused, naming GET now.

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dissensus.serve.protocol import HEAD_MIN_S, head_timeout_protocol
+from dissensus.serve.protocol import HEAD_MIN_S, MAX_PIPELINED, head_timeout_protocol
 from test_serve_load import start_server
 
 TIMEOUT_S = 2
@@ -213,6 +213,68 @@ def test_a_trickled_body_gets_a_408_and_the_connection_closes(server: str) -> No
     assert data.startswith(b"HTTP/1.1 408"), data[:200]
     assert b"connection: close" in data.lower()
     assert closed and time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        (b"Content-Type: application/json\r\nContent-Length: 100000000000\r\n", b"413"),
+        (b"Content-Type: text/plain\r\nContent-Length: 1000000\r\n", b"415"),
+    ],
+    ids=["413-announced", "415-before-the-body"],
+)
+def test_an_answer_before_the_body_ends_the_connection(
+    server: str, head: bytes, status: bytes
+) -> None:
+    """A request answered before its body arrived (100 GB announced: 413 at once) kept
+    its connection for as long as its client trickled the body: uvicorn dropped the
+    bytes, each restarting its keep-alive timer, and no request timer ran any more."""
+    host, port = server.removeprefix("http://").split(":")
+    sent = (
+        b"POST /v1/decide HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok-sub\r\n"
+        + head
+        + b"\r\n{"
+    )
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(sent)
+        sock.settimeout(0.25)
+        data, closed = b"", False
+        for _ in range(120):  # 30 s at most, many times the 2 s --timeout
+            with contextlib.suppress(OSError):
+                sock.sendall(b" " * 100)  # the body goes on arriving
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:  # reset after the close
+                closed = True
+                break
+            if not chunk:
+                closed = True
+                break
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 " + status), data[:200]
+    assert closed, data[:200]
+
+
+def test_requests_pipelined_past_the_bound_are_dropped_and_the_connection_ends(
+    server: str,
+) -> None:
+    """5,000 requests sent in one go ahead of their answers were each queued (about 1 KB
+    of the server's memory per 42-byte request) and all answered: a few hundred such
+    connections took the server to gigabytes. The queue is now bounded; the requests
+    past it are dropped, the queued ones answered, and the connection ends."""
+    host, port = server.removeprefix("http://").split(":")
+    sent = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 5000
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(sent)
+        data, _ = _read_all(sock, 30)
+    answers = data.count(b"HTTP/1.1 ")
+    assert answers == data.count(b"HTTP/1.1 200 OK"), data[:300]
+    # Every request queued before the bound is answered (1 answering + MAX_PIPELINED);
+    # a packet boundary may let a few more in, never the thousands sent.
+    assert MAX_PIPELINED + 1 <= answers < 1000, answers
+    assert data.endswith(b'{"status":"ok"}')  # the connection ended after a whole answer
 
 
 @pytest.mark.parametrize(

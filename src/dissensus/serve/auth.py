@@ -23,7 +23,9 @@ Choices this module makes:
 * Review-page logins are server-side sessions: the cookie holds a random session id
   (HttpOnly, SameSite=Strict, Path=/review), never the token. Sessions live in memory
   and end with the process. A form's CSRF token is an HMAC of the session id under a
-  per-process secret; the login form uses a double-submit pre-session cookie.
+  per-process secret; the login form uses a double-submit pre-session cookie. It is
+  compared as bytes, so a form sending any text (``é``) as its token is refused 403
+  like a wrong one, never an error.
 * The session store is bounded: at most :data:`MAX_SESSIONS` (10,000) sessions, kept
   in the order they were opened (the order they expire in); opening one drops the
   expired ones from the front and, when the store is full, ends the oldest. Opening
@@ -509,4 +511,7 @@ class SessionStore:
     def check_csrf(self, sid: str | None, token: str | None) -> bool:
         if not sid or not token:
             return False
-        return hmac.compare_digest(self.csrf(sid), token)
+        # As bytes: compare_digest raises on a str that is not ASCII, and a form may send
+        # any text (``csrf=%C3%A9`` was a 500 with a traceback in the log).
+        sent = token.encode("utf-8", "surrogatepass")
+        return hmac.compare_digest(self.csrf(sid).encode("ascii"), sent)

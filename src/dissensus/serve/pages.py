@@ -72,15 +72,19 @@ Choices this module makes:
   any web page can make a browser send, open no sessions.
 * Only ``review`` and ``admin`` tokens may log in.
 * A page whose case is unknown answers the message page with 404; a form post without a
-  login answers 401, without the session's CSRF token 403, and without the review role
-  403 too: every form, as every review route of the API, since a session takes its
+  login answers 401, a body that is not URL-encoded 415 (:func:`url_encoded`: the
+  site's forms never send ``multipart/form-data``, whose parser would read bytes that
+  are not UTF-8 as Latin-1 and a file as its description; the login and logout forms
+  too), a body larger than any form of the site 413 (:func:`read_form`: over
+  :data:`MAX_FORM_BYTES` or :data:`MAX_FORM_FIELDS`, refused before it is decoded,
+  and decoded off the event loop), without the session's CSRF token 403, and without the review role 403 too: every form, as every review route of the API, since a session takes its
   token's role as the tokens file has it now (a reviewer made ``submit`` since logging
   in can neither resolve, claim, give a claim up, undo nor confirm).
 * **Back where the reviewer was.** A page asked for without a session sends the reviewer
   to ``/review/login?next=<that page>``, and the login goes back there. ``next`` is only
   ever a path of the review site (:func:`safe_next`: ``/review`` or below, never an
-  absolute or ``//`` URL, a backslash, a control character or the login page itself),
-  else the queue. A form post refused for want of a session (401: it ended, or the
+  absolute or ``//`` URL, a backslash, a control character or the login page itself;
+  nor one that is no URL at all, such as ``//[``), else the queue. A form post refused for want of a session (401: it ended, or the
   server restarted and forgot it) or of its CSRF token (403) answers the message page
   with a link to log in again (401) and, to htmx, the address of the page the form was
   on (``HX-Replace-Url``, :func:`page_url`), so the address bar never stays on a
@@ -118,15 +122,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, urlsplit
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
-from starlette.datastructures import FormData
+from starlette.datastructures import FormData, UploadFile
 
 from dissensus.errors import DissensusError
+from dissensus.io.limits import MAX_FIELD_CHARS
 from dissensus.quoting import visible, visible_text
 from dissensus.serve import journal_errors
 from dissensus.serve.auth import LOCAL, Principal, allows
@@ -155,6 +161,7 @@ __all__ = [
     "page_url",
     "post_only",
     "push_url",
+    "read_form",
     "refused_by",
     "render",
     "require_login",
@@ -163,6 +170,7 @@ __all__ = [
     "service_of",
     "session_of",
     "set_session",
+    "url_encoded",
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -347,6 +355,16 @@ _NOT_NEXT = ("/review/login", "/review/logout", "/review/static/")
 _FORM_POST = re.compile(r"^/review/(case|auto|audit)/([^/]+)/[a-z]+$")
 
 
+def _split(url: str) -> SplitResult | None:
+    """``url`` split, or ``None`` when it cannot be (``//[``, ``http://[::1``: an
+    unclosed IPv6 bracket makes :func:`~urllib.parse.urlsplit` raise; a ``next=`` or an
+    ``HX-Current-URL`` holding one was a 500)."""
+    try:
+        return urlsplit(url)
+    except ValueError:
+        return None
+
+
 def safe_next(value: str | None) -> str | None:
     """``value`` when it is a path (and query) of the review site a login may go back to,
     else ``None``: never an absolute or scheme-relative (``//host``) URL, a backslash
@@ -356,8 +374,8 @@ def safe_next(value: str | None) -> str | None:
         return None
     if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in value):
         return None
-    parts = urlsplit(value)
-    if parts.scheme or parts.netloc or parts.fragment:
+    parts = _split(value)
+    if parts is None or parts.scheme or parts.netloc or parts.fragment:
         return None
     path = parts.path
     if not (path == "/review" or path.startswith("/review/")):
@@ -387,15 +405,17 @@ def page_url(request: Request) -> str:
     if found:
         return f"/review/{found[1]}/{quote(found[2], safe='')}{query}"
     current = request.headers.get("hx-current-url")
-    if current:
-        parts = urlsplit(current)
-        here = urlsplit(str(request.base_url))
-        if (parts.scheme, parts.netloc) == (here.scheme, here.netloc) and not _FORM_POST.match(
-            parts.path
-        ):
-            known = safe_next(parts.path + (f"?{parts.query}" if parts.query else ""))
-            if known is not None:
-                return known
+    parts = _split(current) if current else None
+    here = _split(str(request.base_url)) if parts is not None else None
+    if (
+        parts is not None
+        and here is not None
+        and (parts.scheme, parts.netloc) == (here.scheme, here.netloc)
+        and not _FORM_POST.match(parts.path)
+    ):
+        known = safe_next(parts.path + (f"?{parts.query}" if parts.query else ""))
+        if known is not None:
+            return known
     return "/review" + query
 
 
@@ -458,16 +478,63 @@ def require_login(request: Request) -> Reviewer | Response:
     return RedirectResponse(login_url(here), status_code=303)
 
 
-def _utf8_form(body: bytes, content_type: str) -> bool:
-    """Whether an URL-encoded form's fields are UTF-8 once percent-decoded (a body of
-    another type is left to its parser)."""
-    if not content_type.lower().startswith("application/x-www-form-urlencoded"):
+FORM_TYPE = "application/x-www-form-urlencoded"
+"""The one body type of the review site's forms: what a browser and htmx send for them."""
+
+
+def url_encoded(request: Request) -> bool:
+    """Whether a form post's body is URL-encoded, or absent. Another body type (a
+    ``multipart/form-data`` post, which no page of the site sends) is refused before it is
+    parsed: Starlette reads a multipart field that is not UTF-8 as Latin-1 (``\\xff``
+    journalled as ``ÿ``), and a file part as an upload whose text is its Python
+    description, so either would be saved as a note or decision nobody typed."""
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind == FORM_TYPE:
         return True
+    length = request.headers.get("content-length", "0").strip()
+    return not kind and length in ("0", "") and "transfer-encoding" not in request.headers
+
+
+MAX_FORM_FIELDS = 64
+"""Fields a form of the review site may send (its largest sends six)."""
+
+MAX_FORM_BYTES = 3 * MAX_FIELD_CHARS * 12 + 64 * 1024
+"""Bytes a form of the review site may take: three text fields (decision, other answer,
+note) of :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters each, every one
+percent-encoded at its longest (12 bytes for a 4-byte character), and the rest."""
+
+
+def _form_fields(body: bytes) -> list[tuple[str, str]] | None:
+    """The fields of an URL-encoded form, or ``None`` when one is not UTF-8 once
+    percent-decoded (Starlette would decode it with replacement: ``%FF`` journalled as
+    U+FFFD, a decision nobody typed)."""
     try:
-        parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict")
+        return parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict")
     except (UnicodeDecodeError, ValueError):
-        return False
-    return True
+        return None
+
+
+async def read_form(request: Request) -> FormData | tuple[int, str]:
+    """A form post's fields, or ``(status, reason)`` refusing it: 415 for a body that is
+    not URL-encoded (:func:`url_encoded`), 413 for one over :data:`MAX_FORM_BYTES` or
+    :data:`MAX_FORM_FIELDS` (checked before it is decoded), 400 for a field that is not
+    UTF-8. The body is decoded in a worker thread: decoding costs about a microsecond a
+    byte, and 8 MiB of ``a=&a=&...`` held the event loop, and every other request, for
+    9 s."""
+    if not url_encoded(request):
+        return 415, f"the form must be sent as {FORM_TYPE}, as the page sends it"
+    too_large = (413, "the form is larger than any form of these pages")
+    declared = request.headers.get("content-length", "0").strip()
+    if declared.isdigit() and int(declared) > MAX_FORM_BYTES:
+        return too_large
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES or body.count(b"&") >= MAX_FORM_FIELDS:
+        return too_large
+    fields = await anyio.to_thread.run_sync(_form_fields, body)
+    if fields is None:
+        return 400, "the form is not valid UTF-8"
+    items: list[tuple[str, str | UploadFile]] = list(fields)
+    return FormData(items)
 
 
 async def checked_form(request: Request) -> Form | Response:
@@ -491,13 +558,11 @@ async def checked_form(request: Request) -> Form | Response:
         )
         return push_url(request, response, back, replace=True)
     who = Reviewer(principal, sid)
-    if not _utf8_form(await request.body(), request.headers.get("content-type", "")):
-        # Starlette decodes a field's bytes with replacement: "%FF" would be journalled
-        # as U+FFFD, a decision nobody typed. The API refuses such a body too (400).
-        return message(
-            request, who, 400, "bad request", "the form is not valid UTF-8; nothing was saved"
-        )
-    data = await request.form()
+    data = await read_form(request)
+    if isinstance(data, tuple):
+        status, reason = data
+        title = "bad request" if status == 400 else "not saved"
+        return message(request, who, status, title, f"{reason}; nothing was saved")
     if not service.sessions.check_csrf(sid, str(data.get("csrf", ""))):
         return message(
             request, who, 403, "forbidden", "missing or wrong CSRF token; reload the page"

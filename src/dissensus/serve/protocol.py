@@ -27,6 +27,23 @@ Choices this module makes:
   that never reads its answers could otherwise hold its socket, the server's buffers
   and, pipelining, the requests behind them for as long as it liked. A slow reader that
   keeps reading is never cut off: each resumption of writing restarts the limit.
+* **An answer sent before its request's body has all arrived ends the connection** (a
+  ``413`` for a ``Content-Length`` over the limit, a ``401``, ``403`` or ``415`` made
+  before the body is read, ...): the end of the server's side is sent after the answer,
+  what the client still sends is dropped for :data:`LINGER_S`, then the connection is
+  closed. uvicorn would read and drop the rest of the body for as long as it came, each
+  byte restarting its keep-alive timer and no request timer running any more (the
+  request was answered), so a client announcing 100 GB and trickling a byte a second
+  held its connection for good: the head and body limits were both behind it.
+* **At most** :data:`MAX_PIPELINED` **(32) requests wait behind the one being answered**
+  on a connection (HTTP/1.1 pipelining). The parser reads every request a packet holds,
+  and uvicorn queued each (its scope, headers and task state: about 1 KB for a 42-byte
+  ``GET``) until the ones before it were answered: a few hundred connections, each
+  sending 256 KiB of ``GET /healthz`` and reading nothing, took the server to 2.6 GB and
+  kept ``/healthz`` unanswered for more than 30 s while it worked through a million
+  queued requests. The requests past the bound are dropped unread, with everything the
+  client sends after them; the queued ones are answered, then the connection ends as an
+  answer sent before its body does (above). Browsers and the SDKs never pipeline.
 * **A head over** :data:`MAX_HEAD_BYTES` **(64 KiB)** is answered 431 naming ``<head>``,
   then the connection is closed: the bytes are counted before the parser reads them,
   whose cost grows with the square of a header's length (a 100 MB header value took
@@ -66,13 +83,17 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from dissensus.serve.limits import error_document
 from dissensus.serve.no_store import API_HEADERS
 
-__all__ = ["HEAD_MIN_S", "MAX_HEAD_BYTES", "head_timeout_protocol"]
+__all__ = ["HEAD_MIN_S", "MAX_HEAD_BYTES", "MAX_PIPELINED", "head_timeout_protocol"]
 
 HEAD_MIN_S = 1.0
 """The shortest time a client gets to send a request head."""
 
 MAX_HEAD_BYTES = 64 * 1024
 """The most bytes a request head (request line and headers) may take; more is 431."""
+
+MAX_PIPELINED = 32
+"""Requests a connection may send ahead of its answers (pipelined) beyond the one being
+answered; the connection ends after answering them."""
 
 LINGER_S = 2.0
 """How long a connection refused 431 drops what its client still sends before closing."""
@@ -98,6 +119,9 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
         """Whether what the client still sends is dropped (after a 431, until closing)."""
         self._stall_timer: asyncio.TimerHandle | None = None
         """Armed while writing is paused on a client that does not read its answer."""
+        self._over = False
+        """Whether the client pipelined past :data:`MAX_PIPELINED`: the requests after
+        that are dropped and the connection ends once the queued ones are answered."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -166,11 +190,19 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
         return True
 
     def on_message_begin(self) -> None:
+        if self._over:  # a dropped request (past MAX_PIPELINED): nothing of it is kept
+            return
         super().on_message_begin()
         self._target_whole = False
         self._arm()
 
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self._over:
+            super().on_header(name, value)
+
     def on_url(self, url: bytes) -> None:
+        if self._over:
+            return
         super().on_url(url)
         # The parser calls this when the target ends (at the space after it), and with
         # what arrived so far when a packet ends inside it: such a part ends the packet.
@@ -179,7 +211,22 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._disarm()
         self._head_seen, self._tail = 0, b""
+        if not self._over and len(self.pipeline) >= MAX_PIPELINED:
+            # Too many requests ahead of their answers: this one and every later one
+            # (of this packet, and all the client sends after it) are dropped.
+            self._over = True
+            self._discarding = True
+        if self._over:
+            return
         super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._over:  # a dropped request's body is not the last queued one's
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if not self._over:
+            super().on_message_complete()
 
     def _arm(self) -> None:
         if self._head_timer is None:
@@ -201,6 +248,28 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
         self._refuse(
             "408 Request Timeout", f"request head not received within {seconds} s", "<head>"
         )
+
+    def on_response_complete(self) -> None:
+        cycle = self.cycle
+        last = not self.pipeline  # no queued request left: ``cycle`` is the one answered
+        unread = last and cycle is not None and cycle.more_body  # its body still arriving
+        super().on_response_complete()
+        if (unread or (self._over and last)) and not self.transport.is_closing():
+            self._linger()
+
+    def _linger(self) -> None:
+        """End the server's side, drop what the client still sends for
+        :data:`LINGER_S`, then close: closing with unread bytes would reset the
+        connection, and the client could lose the answer just written."""
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self._discarding = True
+        self.transport.write_eof()
+        self.loop.call_later(LINGER_S, self.transport.close)
 
     def send_400_response(self, msg: str) -> None:
         """uvicorn's answer to a request its parser refused, as JSON (see the module)."""
@@ -233,10 +302,8 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
         )
         self.transport.write(head.encode() + body)
-        if linger and self.transport.can_write_eof():
-            self._discarding = True
-            self.transport.write_eof()
-            self.loop.call_later(LINGER_S, self.transport.close)
+        if linger:
+            self._linger()
             return
         self.transport.close()
 

@@ -19,6 +19,7 @@ from dissensus.serve.pages import (
     PRE_COOKIE,
     SESSION_COOKIE,
     post_only,
+    read_form,
     render,
     safe_next,
     secure,
@@ -62,7 +63,18 @@ async def login_form(request: Request) -> Response:
 @router.post("/review/login")
 async def login(request: Request) -> Response:
     service = service_of(request)
-    form = await request.form()
+    form = await read_form(request)  # a multipart or oversized body is never parsed
+    if isinstance(form, tuple):
+        status, reason = form
+        return render(
+            "login.html",
+            status,
+            title="log in",
+            principal=None,
+            csrf="",
+            error=f"{reason}; reload the page",
+            next=safe_next(request.query_params.get("next")),
+        )
     back = safe_next(str(form.get("next", "")))
     pre = request.cookies.get(PRE_COOKIE)
     if pre is None or not service.sessions.check_csrf(pre, str(form.get("csrf", ""))):
@@ -105,7 +117,12 @@ async def login(request: Request) -> Response:
 async def logout(request: Request) -> Response:
     service = service_of(request)
     principal, sid = session_of(request)
-    form = await request.form()
+    form = await read_form(request)
+    if isinstance(form, tuple):
+        status, reason = form
+        return PlainTextResponse(
+            f"{reason}: reload the page and log out from it", status_code=status
+        )
     if principal is not None:
         if not service.sessions.check_csrf(sid, str(form.get("csrf", ""))):
             # Refused as every page post without its token is (403), the session and its
