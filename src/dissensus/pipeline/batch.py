@@ -113,7 +113,14 @@ Choices this module makes:
   acceptance commits nothing and each case it would have judged says ``acceptance
   held: ...``; later resumes read that event. The records journalled before the resume
   stand as they were. A flag journalled while an invocation runs holds the run from
-  its next resume.
+  its next resume, or from the run's next check mid-run.
+* **Under ``on_shift: escalate`` the run checks its cases while it runs**
+  (:class:`~dissensus.pipeline.shift_in_run.InRunChecks`, asked after each block,
+  which ends at the case that makes a check due): when a check flags the file, the
+  loop stops the executor as an interrupt does, journals the hold as the run's own
+  (``acceptance.held`` with ``within_run``) and starts the executor again, held, on
+  the lines after the last committed one (:attr:`~dissensus.pipeline.executors.RunContext.after`); an outcome of a
+  committed line that an executor hands again is skipped.
 """
 
 from __future__ import annotations
@@ -150,6 +157,7 @@ from dissensus.pipeline.run_events import (
 )
 from dissensus.pipeline.runtime import PastDeadline
 from dissensus.pipeline.shift import check_run, checks_shift, latest_flag, load_shift_check
+from dissensus.pipeline.shift_in_run import InRunChecks
 from dissensus.pipeline.spec import (
     PolicyLike,
     RunSpec,
@@ -429,6 +437,19 @@ def _held_since_start(journal: Journal, run_id: str, spec: RunSpec) -> RunSpec:
     return held
 
 
+def _held_within(journal: Journal, run_id: str, spec: RunSpec, at: int) -> RunSpec:
+    """``spec`` with the hold of the flag an in-run check found
+    (:mod:`dissensus.pipeline.shift_in_run`), journalled as the run's own
+    (``acceptance.held``, with the run's judged cases then) so that a resume keeps it.
+    The caller holds the run's lease."""
+    held = _with_shift_hold(journal, spec)
+    if held.shift_hold is None:
+        return spec
+    payload = AcceptanceHeld(hold=held.shift_hold, within_run=at).payload()
+    journal.append(run_id, ev.ACCEPTANCE_HELD, payload, key=HELD_KEY)
+    return held
+
+
 MAX_STDIN_BYTES = 64 * 1024 * 1024
 """The most standard input a run takes (64 MiB): a run journals its standard input whole
 in its ``run.started`` (it cannot be read again on resume), and an event of hundreds of
@@ -568,18 +589,33 @@ async def execute_run(
         counts: Counter[str] = Counter()
         block: list[Outcome] = []
         feed: _Feed | None = None
+        checks = InRunChecks.of(journal, run_id, spec)
+        done = 0  # the input lines up to this one are committed
         try:
             feed = _Feed(engine, ctx)
             while True:
-                if block and (len(block) >= BLOCK_CASES or not await feed.ready()):
+                full = BLOCK_CASES if checks is None else min(BLOCK_CASES, checks.room)
+                if block and (len(block) >= full or not await feed.ready()):
                     # The executor has nothing more at hand (or the block is full): commit
                     # the block, then hand its records out.
-                    for record in _commit(journal, run_id, block, counts, on_reject):
+                    records = _commit(journal, run_id, block, counts, on_reject)
+                    done, block = block[-1].line, []
+                    for record in records:
                         yield record
-                    block = []
+                    if checks is not None and checks.add(records) and checks.check():
+                        # A flag holds the file: go on as a resume after it would. The
+                        # cases decided and not committed are dropped, as an interrupt
+                        # drops them, and decided again, held.
+                        await feed.stop()
+                        feed = None
+                        ctx.spec = spec = _held_within(journal, run_id, spec, checks.flag_at)
+                        ctx.after, checks = done, None
+                        feed = _Feed(engine, ctx)
                 outcome = await feed.next(end)
                 if outcome is None:
                     break
+                if outcome.line <= done:
+                    continue  # committed before the executor was started again
                 block.append(outcome)
         except _Late:
             # No case starts any more; those in flight are cancelled (their journalled

@@ -1,0 +1,130 @@
+"""Under ``on_shift: escalate`` a large run is shift-checked while it runs: from the check
+at its 100th judged case that flags the file, learned acceptance commits nothing more in
+the run, and the run, its summary and a resume say so."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli_helpers import cli
+from dissensus.pipeline.audit import run_acceptance
+from dissensus.pipeline.batch import execute_run, start_run
+from dissensus.pipeline.shift import SHIFT_EVENT
+from dissensus.pipeline.shift_in_run import FIRST, within_key
+from dissensus.store import Journal
+from dissensus.store import event_types as ev
+from shift_helpers import PANELS, build_world, shifted
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = build_world(tmp_path_factory.mktemp("in-run"))
+    rows = [json.loads(line) for line in PANELS.read_text(encoding="utf-8").splitlines()]
+    out = []
+    for i in range(150):  # shifted cases: every one judged, and alike
+        row = shifted(rows[i % len(rows)])
+        row["id"] = f"s{i}"
+        out.append(json.dumps(row))
+    (root / "long.jsonl").write_text("".join(line + "\n" for line in out), encoding="utf-8")
+    return root
+
+
+def _held(record: Any) -> bool:
+    return bool(record.basis != "learned" and "acceptance held" in record.reason)
+
+
+def _decided(journal: Journal, run_id: str) -> list[Any]:
+    async def go() -> list[Any]:
+        return [r async for r in execute_run(journal, run_id)]
+
+    return asyncio.run(go())
+
+
+def test_a_run_is_held_from_the_check_that_flags_it_mid_run(world: Path, tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.sqlite") as journal:
+        start_run(journal, str(world / "long.jsonl"), world / "hold.yaml", run_id="r")
+        records = _decided(journal, "r")
+        assert len(records) == 150
+        held = [_held(r) for r in records]
+        first = held.index(True)
+        # Nothing held before the 100th judged case; everything held after the hold.
+        assert first >= FIRST and all(held[first:]), held
+        assert not any(r.basis == "learned" for r in records[first:])
+        check = journal.get("r", within_key(FIRST))
+        assert check is not None and check.payload["shifted"]
+        assert check.payload["within_run"] == FIRST and check.payload["check"] == 1
+        assert check.payload["deployed_n"] == FIRST
+        state = run_acceptance(journal, "r")
+        assert state is not None and state.held_within_run == FIRST
+        words = state.words()
+        assert words is not None and "while the run ran, at its 100th judged case" in words
+        # The run's end check is the next in the runs' sequence: no index is used twice.
+        end = journal.get("r", "run/shift")
+        assert end is not None and end.payload["check"] == 2
+        checks = [e.payload["check"] for e in journal.events_of_type(SHIFT_EVENT)]
+        assert checks == [1, 2]
+        # A run started afterwards is held from its start.
+        start_run(journal, str(world / "same.jsonl"), world / "hold.yaml", run_id="later")
+        later = _decided(journal, "later")
+        assert any(_held(r) for r in later) and not any(r.basis == "learned" for r in later)
+
+
+def test_a_run_interrupted_before_its_check_makes_it_on_resume(world: Path, tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.sqlite") as journal:
+        start_run(journal, str(world / "long.jsonl"), world / "hold.yaml", run_id="r")
+
+        async def interrupted() -> list[Any]:
+            out = []
+            async for record in execute_run(journal, "r"):
+                out.append(record)
+                if len(out) >= FIRST - 5:
+                    break
+            return out
+
+        before = asyncio.run(interrupted())
+        assert not any(_held(r) for r in before)
+        assert journal.get("r", within_key(FIRST)) is None
+        records = _decided(journal, "r")
+        assert len(records) == 150
+        held = [_held(r) for r in records]
+        first = held.index(True)
+        assert first >= FIRST and all(held[first:])
+        check = journal.get("r", within_key(FIRST))
+        assert check is not None and check.payload["check"] == 1
+        # A replay of the finished run gives the same records.
+        assert [r.model_dump() for r in _decided(journal, "r")] == [r.model_dump() for r in records]
+
+
+def test_under_warn_a_run_is_checked_only_at_its_end(world: Path, tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.sqlite") as journal:
+        start_run(journal, str(world / "long.jsonl"), world / "warn.yaml", run_id="r")
+        records = _decided(journal, "r")
+        assert not any(_held(r) for r in records)
+        assert journal.get("r", within_key(FIRST)) is None
+        end = journal.get("r", "run/shift")
+        assert end is not None and end.payload["shifted"] and end.payload["check"] == 1
+
+
+def test_the_summary_and_runs_show_say_the_run_was_held_mid_run(
+    world: Path, tmp_path: Path
+) -> None:
+    journal = tmp_path / "j.sqlite"
+    done = cli(
+        "decide", world / "long.jsonl", "--policy", world / "hold.yaml", "--journal", journal
+    )
+    assert done.code == 0, done.err
+    assert "while the run ran, at its 100th judged case" in done.out
+    with Journal(journal) as store:
+        (run,) = store.runs()
+        events = {e.type for e in store.events(run.run_id)}
+        assert ev.ACCEPTANCE_HELD in events
+    shown = cli("runs", "show", run.run_id, "--journal", journal)
+    assert shown.code == 0, shown.err
+    assert "while the run ran, at its 100th judged case" in shown.out
+    verified = cli("runs", "verify", run.run_id, "--journal", journal)
+    assert verified.code == 0, verified.out + verified.err
