@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from cli_helpers import cli
+from dissensus.pipeline import batch, shift_in_run
 from dissensus.pipeline.audit import run_acceptance
 from dissensus.pipeline.batch import execute_run, start_run
 from dissensus.pipeline.shift import SHIFT_EVENT
@@ -128,3 +131,72 @@ def test_the_summary_and_runs_show_say_the_run_was_held_mid_run(
     assert "while the run ran, at its 100th judged case" in shown.out
     verified = cli("runs", "verify", run.run_id, "--journal", journal)
     assert verified.code == 0, verified.out + verified.err
+
+
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    same=st.integers(min_value=0, max_value=30),
+    moved=st.integers(min_value=0, max_value=30),
+    block=st.integers(min_value=1, max_value=40),
+    stop_after=st.one_of(st.none(), st.integers(min_value=1, max_value=59)),
+)
+@example(same=5, moved=30, block=7, stop_after=None)
+@example(same=0, moved=30, block=40, stop_after=12)
+def test_checks_mid_run_keep_their_promises(
+    world: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    same: int,
+    moved: int,
+    block: int,
+    stop_after: int | None,
+) -> None:
+    """Whatever the mix of cases, the block size and an interruption: every line gets one
+    record, in order; once a case is held no later one is committed by learned
+    acceptance; the file's checks in the journal have distinct indices 1..n; a hold mid-run
+    names the check that flagged the file."""
+    root = tmp_path_factory.mktemp("mix")
+    like = _lines(world / "same.jsonl")[:same]
+    unlike = [json.loads(line) for line in _lines(world / "long.jsonl")[:moved]]
+    rows = like + [json.dumps(r) for r in unlike]
+    if not rows:
+        return
+    panels = root / "mix.jsonl"
+    panels.write_text("".join(line + "\n" for line in rows), encoding="utf-8")
+    with pytest.MonkeyPatch.context() as patch, Journal(root / "j.sqlite") as journal:
+        patch.setattr(shift_in_run, "FIRST", 10)
+        patch.setattr(batch, "BLOCK_CASES", block)
+        start_run(journal, str(panels), world / "hold.yaml", run_id="r")
+        if stop_after is not None:
+
+            async def interrupted() -> None:
+                n = 0
+                async for _ in execute_run(journal, "r"):
+                    n += 1
+                    if n >= stop_after:
+                        break
+
+            asyncio.run(interrupted())
+        records = _decided(journal, "r")
+        assert [r.line for r in records] == list(range(1, len(rows) + 1))
+        held = [_held(r) for r in records]
+        if True in held:
+            assert not any(r.basis == "learned" for r in records[held.index(True) :])
+        checks = sorted(
+            e.payload["check"]
+            for e in journal.events_of_type(SHIFT_EVENT)
+            if "across_runs" not in e.payload
+        )
+        assert checks == list(range(1, len(checks) + 1))
+        hold = journal.get("r", "acceptance/held")
+        if same == 0 and moved >= 20:
+            assert hold is not None  # the check at the 10th judged case flags the file
+        if hold is not None and "within_run" in hold.payload:  # (else: held on the resume)
+            at = hold.payload["within_run"]
+            flagged = journal.get("r", within_key(at))
+            assert flagged is not None and flagged.payload["shifted"]
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
