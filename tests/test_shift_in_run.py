@@ -65,7 +65,7 @@ def test_a_run_is_held_from_the_check_that_flags_it_mid_run(world: Path, tmp_pat
         state = run_acceptance(journal, "r")
         assert state is not None and state.held_within_run == FIRST
         words = state.words()
-        assert words is not None and "while the run ran, at its 100th judged case" in words
+        assert words is not None and "while the run ran, after 100 judged cases" in words
         # The run's end check is the next in the runs' sequence: no index is used twice.
         end = journal.get("r", "run/shift")
         assert end is not None and end.payload["check"] == 2
@@ -121,14 +121,14 @@ def test_the_summary_and_runs_show_say_the_run_was_held_mid_run(
         "decide", world / "long.jsonl", "--policy", world / "hold.yaml", "--journal", journal
     )
     assert done.code == 0, done.err
-    assert "while the run ran, at its 100th judged case" in done.out
+    assert "while the run ran, after 100 judged cases" in done.out
     with Journal(journal) as store:
         (run,) = store.runs()
         events = {e.type for e in store.events(run.run_id)}
         assert ev.ACCEPTANCE_HELD in events
     shown = cli("runs", "show", run.run_id, "--journal", journal)
     assert shown.code == 0, shown.err
-    assert "while the run ran, at its 100th judged case" in shown.out
+    assert "while the run ran, after 100 judged cases" in shown.out
     verified = cli("runs", "verify", run.run_id, "--journal", journal)
     assert verified.code == 0, verified.out + verified.err
 
@@ -200,3 +200,89 @@ def test_checks_mid_run_keep_their_promises(
 
 def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize("policy", ["plain.yaml", "hold.yaml"])
+def test_rejected_lines_among_cases_in_flight_lose_no_record(
+    world: Path, tmp_path: Path, policy: str
+) -> None:
+    """A rejected line is handed over as soon as it is read, before the cases above it
+    are decided: none of those cases may be taken for one committed already, whether
+    the run starts its executor again (a hold mid-run) or not."""
+    (world / "plain.yaml").write_text("reading: {similarity: tfidf}\n", encoding="utf-8")
+    long = _lines(world / "long.jsonl")
+    lines = long[:99] + [json.dumps({"bad": i}) for i in range(600)] + long[99:140]
+    panels = tmp_path / "sparse.jsonl"
+    panels.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    journal = tmp_path / "j.sqlite"
+    rejects = tmp_path / "rejects.jsonl"
+    done = cli(
+        "decide",
+        panels,
+        "--policy",
+        world / policy,
+        "--journal",
+        journal,
+        "--json",
+        "--rejects",
+        rejects,
+    )
+    assert done.code == 3, done.err  # rejected lines
+    records = [json.loads(line) for line in done.out.splitlines()]
+    assert [r["line"] for r in records] == [*range(1, 100), *range(700, 741)]
+    bad = [json.loads(line)["line"] for line in rejects.read_text(encoding="utf-8").splitlines()]
+    assert sorted(bad) == list(range(100, 700))
+    if policy == "hold.yaml":
+        assert any("acceptance held" in r["reason"] for r in records)
+
+
+def test_lines_not_judged_do_not_make_blocks_smaller(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run just short of its next check committed one line per block while the lines
+    that followed were not judged (rejected lines here): hundreds of commits. Only judged
+    cases count toward the block that ends at the check."""
+    long = _lines(world / "long.jsonl")
+    lines = long[:95] + [json.dumps({"bad": i}) for i in range(600)] + long[95:110]
+    panels = tmp_path / "sparse.jsonl"
+    panels.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    commits: list[int] = []
+    commit = batch._commit
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        commits.append(len(args[2]))
+        return commit(*args, **kw)
+
+    monkeypatch.setattr(batch, "_commit", counted)
+    with Journal(tmp_path / "j.sqlite") as journal:
+        start_run(journal, str(panels), world / "hold.yaml", run_id="r")
+        records = _decided(journal, "r")
+    assert len(records) == 110
+    assert sum(commits) >= 600 and len(commits) < 40, commits
+
+
+class _Cut(Exception):
+    """The run cut off (an interrupt) between its check's flag and its hold."""
+
+
+def test_a_run_cut_off_between_its_flag_and_its_hold_says_it_was_held_while_it_ran(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def cut(*args: Any, **kw: Any) -> Any:
+        raise _Cut()
+
+    with Journal(tmp_path / "j.sqlite") as journal:
+        start_run(journal, str(world / "long.jsonl"), world / "hold.yaml", run_id="r")
+        with monkeypatch.context() as patch:
+            patch.setattr(batch, "_held_within", cut)
+            with pytest.raises(_Cut):
+                _decided(journal, "r")
+        assert journal.get("r", within_key(FIRST)) is not None  # the flag, and no hold
+        assert journal.get("r", "acceptance/held") is None
+        records = _decided(journal, "r")
+        assert len(records) == 150
+        hold = journal.get("r", "acceptance/held")
+        assert hold is not None and hold.payload["within_run"] == FIRST
+        state = run_acceptance(journal, "r")
+        assert state is not None and state.held_within_run == FIRST
+        assert "while the run ran, after 100 judged cases" in (state.words() or "")

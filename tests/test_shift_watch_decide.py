@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli_helpers import cli
+from dissensus.acceptance.shift import MIN_CASES
 from dissensus.pipeline.batch import execute_run, start_run
 from dissensus.pipeline.shift import SHIFT_EVENT, latest_flag
 from dissensus.pipeline.shift_watch import RunWatch, ShiftWatch, watch_after_run
@@ -152,25 +153,50 @@ def _one_run(journal: Journal, policy: Path, lines: list[str], run_id: str) -> N
 def test_a_watch_per_run_makes_the_checks_a_watch_kept_across_the_runs_makes(
     world: Path, tmp_path_factory: pytest.TempPathFactory, sizes: list[int], every: int
 ) -> None:
-    """After each small run, the one-step watch checks exactly when a watch stepped after
-    every run checks, the same check of the same cases (same index, same p-value)."""
+    """After each small run, the one-step watch makes the check of the latest multiple
+    reached: each check a watch stepped after every run makes, the same check of the same
+    cases (same index, same p-value), and in between that check again, alike."""
     policy = world / "warn.yaml"
     spec = RunSpec.from_policy(policy)
     rows = _lines(world / "same.jsonl")
     path = tmp_path_factory.mktemp("per-run") / "j.sqlite"
     with Journal(path) as journal:
         kept = ShiftWatch(spec, every=every, journal=journal)
+        made: dict[int, float] = {}
         start = 0
         for k, size in enumerate(sizes):
             _one_run(journal, policy, rows[start : start + size], f"r{k}")
             start += size
             expected = kept.step()
+            if expected is not None:
+                made[expected["check"]] = expected["p_value"]
             got = watch_after_run(journal, f"r{k}", spec, every=every)
             assert isinstance(got, RunWatch) and got.run_cases == size
             assert got.file_cases == start
-            if expected is None:
+            if start < max(every, MIN_CASES):
                 assert got.outcome is None
-            else:
-                assert got.outcome is not None
-                assert got.outcome["check"] == expected["check"] == start // every
-                assert got.outcome["p_value"] == expected["p_value"]
+                continue
+            assert got.outcome is not None
+            assert got.outcome["check"] == start // every
+            assert made[got.outcome["check"]] == got.outcome["p_value"]
+
+
+def test_two_small_runs_that_overlap_leave_no_check_unmade(world: Path, tmp_path: Path) -> None:
+    """Two batches finishing before either steps its watch: the count crossed 16 with the
+    first, and the second's watch (or the first's) still makes check 1, which flags."""
+    policy = world / "hold.yaml"
+    spec = RunSpec.from_policy(policy)
+    rows = _lines(world / "shifted.jsonl")
+    with Journal(tmp_path / "j.sqlite") as journal:
+        _one_run(journal, policy, rows[:8], "a")
+        _one_run(journal, policy, rows[8:16], "b")
+        first = watch_after_run(journal, "a", spec, every=16)
+        assert first is not None and first.outcome is not None
+        assert first.outcome["check"] == 1 and first.outcome["shifted"]
+        assert latest_flag(journal, _sha(world)) is not None
+        second = watch_after_run(journal, "b", spec, every=16)
+        assert second is not None and second.outcome is not None
+        assert second.outcome["p_value"] == first.outcome["p_value"]
+        assert second.flagged_run is None  # flagged once
+        flags = [e for e in journal.events_of_type(SHIFT_EVENT) if e.payload.get("shifted")]
+        assert len(flags) == 1

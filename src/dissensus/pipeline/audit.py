@@ -280,7 +280,7 @@ class RunAcceptance(BaseModel):
         if self.held is not None and self.held_within_run is not None:
             return (
                 "Learned acceptance is held after a shift check flagged its file while the "
-                f"run ran, at its {self.held_within_run}th judged case: {self.held}; it "
+                f"run ran, after {self.held_within_run} judged cases: {self.held}; it "
                 "commits nothing from then on (the cases decided before it keep their "
                 "records), and the cases it would have judged go to review."
             )

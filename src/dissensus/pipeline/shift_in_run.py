@@ -38,9 +38,10 @@ Choices this module makes:
   executor is then started again with the held specification on the lines after the
   last committed one, as a resume starts it (on the Ray engine, new workers; what the
   stopped ones had reserved is settled as an interrupt settles it).
-* **Blocks end at the check.** The loop commits its block early when the block could
-  hold the case that makes a check due (:attr:`InRunChecks.room`), so the check, and a
-  hold, come right after that case rather than up to a block later.
+* **Blocks end at the check.** The loop commits its block early when it holds the
+  judged case that makes a check due (:attr:`InRunChecks.room` counts judged cases
+  only), so the check, and a hold, come right after that case rather than up to a block
+  later, and lines learned acceptance does not judge never make blocks smaller.
 * The count a block adds is an upper bound (its records that carry learned acceptance's
   figures); a check reads the run's judged cases from the journal, and when fewer than
   ``at`` are there it waits for as many more records.
@@ -123,8 +124,9 @@ class InRunChecks:
 
     @property
     def room(self) -> int:
-        """Cases the loop may gather into its next block before a check could be due
-        (the loop commits the block then, so that the hold comes right after the check)."""
+        """Judged cases the loop may gather into its next block before a check could be
+        due (the loop commits the block then, so that the hold comes right after the
+        check; cases learned acceptance did not judge, and rejected lines, are free)."""
         return max(1, self._waiting, self.at - self._counted)
 
     def add(self, records: Iterable[CaseRecord]) -> bool:

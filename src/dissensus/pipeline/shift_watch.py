@@ -64,12 +64,15 @@ Choices this module makes:
   step a watch of their own once a run they finished judged fewer than
   :data:`~dissensus.acceptance.shift.MIN_CASES` cases (too few for the run's own check):
   a cron job deciding batches of 8 is checked across its runs as a one-panel door is.
-  Such a watch lives for one step, so it checks only when the run's own cases took the
-  count of cases judged with the file across a multiple of ``every`` (the check a
-  watch that had stepped after every run would make then; a run whose process died
-  before its step leaves that check to the next crossing). A run big enough for its
-  own check, a replay of a finished run and a file without calibration vectors step
-  none. :class:`RunWatch` says what was done, for the run's summary: the check, or
+  Such a watch lives for one step, its first: it makes the check of the latest multiple
+  of ``every`` the cases judged with the file have reached (check ``i``, once ``i *
+  every`` are judged), whether or not this run's cases took the count across it. So
+  runs that overlap (two batches finishing before either steps its watch) or a process
+  that died before its step leave no check unmade; a check made again is the same
+  check of the same cases (same index, same seed), with the same outcome, so it adds no
+  chance of a false flag, and costs one fit (well under a second) per small run. A run
+  big enough for its own check, a replay of a finished run and a file without
+  calibration vectors step none. :class:`RunWatch` says what was done, for the run's summary: the check, or
   that none was due and when the next one is (so this watch logs nothing: its caller
   says it).
 * **Failures.** A check that failed (the flag not journalled, the journal busy) counts
@@ -261,16 +264,7 @@ class ShiftWatch:
         it has not looked)."""
         return self._seen
 
-    def step_after_run(self, journal: Journal, run_cases: int) -> ShiftOutcome | None:
-        """The one step of a watch kept for one run (:func:`watch_after_run`): a check only
-        when the run's ``run_cases`` judged cases, the journal's newest, took the count of
-        cases judged with the file across a multiple of ``every``."""
-        if not self.enabled:
-            return None
-        with self._stepping:
-            return self._step(journal, run_cases=run_cases)
-
-    def _step(self, journal: Journal, run_cases: int | None = None) -> ShiftOutcome | None:
+    def _step(self, journal: Journal) -> ShiftOutcome | None:
         acceptance = self.spec.acceptance
         if acceptance is None or not self.due(journal):
             return None
@@ -281,8 +275,6 @@ class ShiftWatch:
         judged = judged_vectors(journal, None if sha is None else str(sha), window=None)
         index = watch_index(len(judged), self.every)
         window = judged[: index * self.every][-WINDOW:]
-        if run_cases is not None and watch_index(len(judged) - run_cases, self.every) == index:
-            self._check = index  # no multiple crossed by the run's cases: not this run's check
         if index < 1 or index == self._check or len(window) < MIN_CASES:
             self._looked(counted, len(judged))
             return None
@@ -390,7 +382,7 @@ def watch_after_run(
         return RunWatch(run_cases=run_cases, every=0)
     watch = ShiftWatch(spec, every=every, journal=journal)
     watch.log = _after_run_log
-    outcome = watch.step_after_run(journal, run_cases)
+    outcome = watch.step(journal)
     return RunWatch(
         run_cases=run_cases,
         every=every,
