@@ -128,6 +128,7 @@ def test_wrong_audits_suspend_later_automatic_commits(
         "suspended": [],
         "held": None,
         "held_on_resume": False,
+        "held_within_run": None,
     }
     with Journal(str(journal)) as jr:
         later = final_records(jr, "r2")

@@ -95,7 +95,12 @@ def test_a_held_run_says_so_in_its_summary_and_in_runs_show(world: Path, tmp_pat
     shown = cli("runs", "show", "after", "--journal", journal)
     assert "Learned acceptance is held after a flagged shift check" in " ".join(shown.out.split())
     earlier = json.loads(cli("runs", "show", "moved", "--journal", journal, "--json").out)
-    assert earlier["acceptance"] == {"suspended": [], "held": None, "held_on_resume": False}
+    assert earlier["acceptance"] == {
+        "suspended": [],
+        "held": None,
+        "held_on_resume": False,
+        "held_within_run": None,
+    }
     # With --json the records go to standard output and the hold to a warning on stderr.
     again = cli("decide", world / "same.jsonl", *common, "--json")
     assert again.code == 0 and "warning: Learned acceptance is held" in again.err

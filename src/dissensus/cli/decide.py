@@ -124,6 +124,7 @@ if TYPE_CHECKING:
     from dissensus.io.atomic import OutputWriteError
     from dissensus.io.jsonl import Reject
     from dissensus.pipeline.records import CaseRecord
+    from dissensus.pipeline.shift_watch import RunWatch
     from dissensus.pipeline.spec import RunSpec
     from dissensus.states import EmbeddingBackend, SimilarityBackend
     from dissensus.store.journal import Journal
@@ -315,6 +316,17 @@ DeadlineOpt = Annotated[
     ),
 ]
 
+ShiftEveryOpt = Annotated[
+    int,
+    typer.Option(
+        "--shift-every",
+        min=0,
+        max=1_000_000_000,
+        help="Judged cases between two checks of the shift watch, stepped after a run too "
+        "small for its own shift check (0: none).",
+    ),
+]
+
 
 EngineOpt = Annotated[
     str,
@@ -375,6 +387,7 @@ def run_and_report(
     ray_address: str | None = None,
     workers: int | None = None,
     deadline: float | None = None,
+    shift_every: int = 100,
 ) -> int:
     from dissensus.io.atomic import OutputWriteError
     from dissensus.io.jsonl import RejectSink
@@ -385,6 +398,7 @@ def run_and_report(
 
     # Only the cases a human resolved are held (their records replace the pipeline's).
     resolved = resolved_records(journal, run_id)
+    replayed = journal.get(run_id, "run/finished") is not None  # no new case: no watch
     seen: set[bytes] = set()  # each panel id's digest: the one thing kept per case
     duplicates: set[bytes] = set()
     tally = RunTally()  # what the summary needs, also of a run a deadline stops
@@ -470,6 +484,7 @@ def run_and_report(
         return exc.exit_code
     checked = journal.get(run_id, "run/shift")
     shift = checked.payload if checked is not None else None
+    watched = None if replayed else _watched(journal, run_id, shift_every)
     if not json_out:
         try:
             print_summary(
@@ -482,6 +497,7 @@ def run_and_report(
                 audits=audits_of(journal, run_id),
                 shift_off=shift_off_of(journal, run_id),
                 acceptance=run_acceptance(journal, run_id),
+                watched=None if watched is None else watched.words(),
             )
         except OutputWriteError as exc:  # standard output is full: the run is journalled
             return _said_unwritten(exc, journal, run_id)
@@ -489,6 +505,8 @@ def run_and_report(
         from dissensus.pipeline.shift import shift_words
 
         err_console.print(f"warning: {shift_words(shift)}", soft_wrap=True)
+    elif watched is not None and watched.outcome is not None and watched.outcome["shifted"]:
+        err_console.print(f"warning: {watched.words()}", soft_wrap=True)
     if json_out and (off := shift_off_of(journal, run_id)) is not None:
         err_console.print(f"warning: {off}", soft_wrap=True)
     if json_out and (state := run_acceptance(journal, run_id)) is not None:
@@ -507,6 +525,23 @@ def run_and_report(
         )
         return EXIT_FAILURE
     return exit_for(sink.count)
+
+
+def _watched(journal: Journal, run_id: str, every: int) -> RunWatch | None:
+    """The shift watch stepped after a run this process finished, too small for its own
+    check (:func:`~dissensus.pipeline.shift_watch.watch_after_run`); a watch that fails
+    is a warning, never the run's failure (the run is journalled)."""
+    from dissensus.pipeline.batch import run_spec
+    from dissensus.pipeline.shift_watch import watch_after_run
+
+    try:
+        return watch_after_run(journal, run_id, run_spec(journal, run_id), every=every)
+    except Exception as exc:
+        err_console.print(
+            f"warning: the shift watch could not check this run's cases: {shown_message(exc)}",
+            soft_wrap=True,
+        )
+        return None
 
 
 def _check_decide_paths(
@@ -601,6 +636,7 @@ def decide_cmd(
             help="Learned acceptance file (dissensus calibrate-acceptance); overrides acceptance.model.",
         ),
     ] = None,
+    shift_every: ShiftEveryOpt = 100,
 ) -> None:
     """Decide every panel: read -> route -> guard -> protocol -> record, journalled and resumable."""
     from dissensus.engines import check_engine
@@ -642,6 +678,7 @@ def decide_cmd(
                 ray_address=ray_address,
                 workers=workers,
                 deadline=deadline,
+                shift_every=shift_every,
             )
         except KeyboardInterrupt:  # a signal after the run began, before it is decided
             # (once: a signal after the run said it stopped only ends the command)

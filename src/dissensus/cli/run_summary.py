@@ -113,6 +113,7 @@ def print_summary(
     audits: tuple[float, int] | None = None,
     shift_off: str | None = None,  # the run's file keeps no shift reference: why
     acceptance: RunAcceptance | None = None,  # the suspensions and hold the run met
+    watched: str | None = None,  # a small run's shift watch, in words
 ) -> None:
     """Print the run's summary: its first records, the counts, what its decisions rest on
     (the guarantee, the audits, the shift check) and how to review what it escalated."""
@@ -173,6 +174,8 @@ def print_summary(
         out_console.print(shift_words(shift), soft_wrap=True)
     if shift_off is not None:
         out_console.print(shift_off, soft_wrap=True)
+    if watched is not None:
+        out_console.print(shown(watched), soft_wrap=True)
     if tally.escalated:
         program = program_name()
         out_console.print("review them:")

@@ -53,6 +53,7 @@ from dissensus.cli.decide import (
     OutputOpt,
     RayAddressOpt,
     RejectsOpt,
+    ShiftEveryOpt,
     WorkersOpt,
     run_and_report,
     said_interrupted,
@@ -188,6 +189,8 @@ def runs_show(
             from dissensus.pipeline.shift import shift_words
 
             out_console.print(f"shift check: {shift_words(shift)}", soft_wrap=True)
+        elif (alone := _too_small(seen)) is not None:
+            out_console.print(f"shift check: {alone}", soft_wrap=True)
         stopped = acceptance.words() if acceptance is not None else None
         if stopped is not None:
             out_console.print(shown(stopped), soft_wrap=True)
@@ -342,6 +345,27 @@ def runs_verify(
     raise typer.Exit(code=EXIT_OK if ok else EXIT_FAILURE)
 
 
+def _too_small(seen: _Seen) -> str | None:
+    """Why a finished run has no shift check of its own: it judged too few cases (the
+    shift watch of ``decide`` and the one-panel doors checks them across runs)."""
+    from dissensus.acceptance.shift import MIN_CASES
+    from dissensus.pipeline.shift import checks_shift
+    from dissensus.store import event_types as ev
+
+    started = seen.started
+    if started is None or not seen.finished or not checks_shift(started.payload.get("acceptance")):
+        return None
+    judged = seen.by_type.get(ev.CASE_ACCEPTANCE, 0)
+    if not 0 < judged < MIN_CASES:
+        return None
+    return (
+        f"not made for this run alone: it judged {judged} case(s), fewer than the "
+        f"{MIN_CASES} a run's own check needs; the shift watch checks the cases judged with "
+        "its file across runs, and a check that flags the file is listed as a run of its "
+        "own (via shift-watch)."
+    )
+
+
 @runs_app.command("resume")
 def runs_resume(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
@@ -353,6 +377,7 @@ def runs_resume(
     engine: EngineOpt = "local",
     ray_address: RayAddressOpt = None,
     workers: WorkersOpt = None,
+    shift_every: ShiftEveryOpt = 100,
 ) -> None:
     """Finish a run that was interrupted; completed steps and model calls are replayed, not
     redone, on either engine, whichever the run started on."""
@@ -367,6 +392,7 @@ def runs_resume(
             engine=engine,
             ray_address=ray_address,
             workers=workers,
+            shift_every=shift_every,
         )
     except KeyboardInterrupt:
         # A signal while the resume starts (imports, opening the journal, checking its
@@ -403,6 +429,7 @@ def _resume(
     engine: str,
     ray_address: str | None,
     workers: int | None,
+    shift_every: int = 100,
 ) -> int:
     from dissensus.engines import check_engine
     from dissensus.pipeline.batch import check_resumable, is_finished
@@ -439,6 +466,7 @@ def _resume(
                 ray_address=ray_address,
                 workers=workers,
                 deadline=deadline,
+                shift_every=shift_every,
             )
         except KeyboardInterrupt:  # a signal before the run's loop took it over (or
             # after it said it stopped: said once)

@@ -268,12 +268,22 @@ class RunAcceptance(BaseModel):
     held: str | None = None
     """Why the run's acceptance file is on hold (a flagged shift check)."""
     held_on_resume: bool = False
-    """Whether the hold came on a resume (a check flagged the file after the run
-    started): the cases journalled before it keep their records, automatic commits
-    among them."""
+    """Whether the hold came after the run started (a check flagged the file, on a resume
+    or while it ran): the cases journalled before it keep their records, automatic
+    commits among them."""
+    held_within_run: int | None = None
+    """The run's judged cases at the check that held it while it ran (``None``: the hold
+    came on a resume, or at the start)."""
 
     def words(self) -> str | None:
         """One sentence for a run's summary (``None``: learned acceptance was free)."""
+        if self.held is not None and self.held_within_run is not None:
+            return (
+                "Learned acceptance is held after a shift check flagged its file while the "
+                f"run ran, after {self.held_within_run} judged cases: {self.held}; it "
+                "commits nothing from then on (the cases decided before it keep their "
+                "records), and the cases it would have judged go to review."
+            )
         if self.held is not None and self.held_on_resume:
             return (
                 "Learned acceptance is held after a shift check flagged its file while the "
@@ -332,6 +342,10 @@ def acceptance_of(
     if hold:
         return RunAcceptance(suspended=suspended, held=str(hold))
     since = held.payload.get("hold") if held is not None else None
+    within = held.payload.get("within_run") if held is not None else None
     return RunAcceptance(
-        suspended=suspended, held=str(since) if since else None, held_on_resume=bool(since)
+        suspended=suspended,
+        held=str(since) if since else None,
+        held_on_resume=bool(since),
+        held_within_run=within if isinstance(within, int) and since else None,
     )

@@ -114,7 +114,19 @@ Choices this module makes:
   acceptance commits nothing and each case it would have judged says ``acceptance
   held: ...``; later resumes read that event. The records journalled before the resume
   stand as they were. A flag journalled while an invocation runs holds the run from
-  its next resume.
+  its next resume, or from the run's next check mid-run.
+* **Under ``on_shift: escalate`` the run checks its cases while it runs**
+  (:class:`~dissensus.pipeline.shift_in_run.InRunChecks`, asked after each block,
+  which ends at the case that makes a check due): when a check flags the file, the
+  loop stops the executor as an interrupt does, journals the hold as the run's own
+  (``acceptance.held`` with ``within_run``) and starts the executor again, held, on
+  the lines after the committed frontier
+  (:attr:`~dissensus.pipeline.executors.RunContext.after`: every line up to it is
+  committed); an outcome of a committed line that an executor hands again (the Ray
+  engine replays its committed blocks; a rejected line past the frontier may be
+  committed, handed over before the cases above it) is skipped, also among what a
+  deadline finds handed over (:class:`_Committed`). A run that makes no check mid-run
+  skips nothing: its executor hands each line over once.
 """
 
 from __future__ import annotations
@@ -151,6 +163,7 @@ from dissensus.pipeline.run_events import (
 )
 from dissensus.pipeline.runtime import PastDeadline
 from dissensus.pipeline.shift import check_run, checks_shift, latest_flag, load_shift_check
+from dissensus.pipeline.shift_in_run import InRunChecks
 from dissensus.pipeline.spec import (
     PolicyLike,
     RunSpec,
@@ -425,7 +438,26 @@ def _held_since_start(journal: Journal, run_id: str, spec: RunSpec) -> RunSpec:
     held = _with_shift_hold(journal, spec)
     if held.shift_hold is None:
         return spec
-    payload = AcceptanceHeld(hold=held.shift_hold).payload()
+    # The run's own check mid-run, journalled just before an interruption: its hold is
+    # one made while the run ran, at that check.
+    sha = (spec.acceptance or {}).get("sha256")
+    flag = latest_flag(journal, None if sha is None else str(sha))
+    within = flag.get("within_run") if flag is not None and flag["run_id"] == run_id else None
+    at = {} if within is None else {"within_run": within}
+    payload = AcceptanceHeld(hold=held.shift_hold, **at).payload()
+    journal.append(run_id, ev.ACCEPTANCE_HELD, payload, key=HELD_KEY)
+    return held
+
+
+def _held_within(journal: Journal, run_id: str, spec: RunSpec, at: int) -> RunSpec:
+    """``spec`` with the hold of the flag an in-run check found
+    (:mod:`dissensus.pipeline.shift_in_run`), journalled as the run's own
+    (``acceptance.held``, with the run's judged cases then) so that a resume keeps it.
+    The caller holds the run's lease."""
+    held = _with_shift_hold(journal, spec)
+    if held.shift_hold is None:
+        return spec
+    payload = AcceptanceHeld(hold=held.shift_hold, within_run=at).payload()
     journal.append(run_id, ev.ACCEPTANCE_HELD, payload, key=HELD_KEY)
     return held
 
@@ -569,24 +601,51 @@ async def execute_run(
         counts: Counter[str] = Counter()
         block: list[Outcome] = []
         feed: _Feed | None = None
+        checks = InRunChecks.of(journal, run_id, spec)
+        # Only a run that checks itself mid-run may start its executor again.
+        committed = _Committed(journal, run_id) if checks is not None else None
+        judged = 0  # the block's records judged by learned acceptance (when checking)
         try:
             feed = _Feed(engine, ctx)
             while True:
-                if block and (len(block) >= BLOCK_CASES or not await feed.ready()):
-                    # The executor has nothing more at hand (or the block is full): commit
-                    # the block, then hand its records out.
-                    for record in _commit(journal, run_id, block, counts, on_reject):
+                if block and (
+                    len(block) >= BLOCK_CASES
+                    or (checks is not None and judged >= checks.room)
+                    or not await feed.ready()
+                ):
+                    # The executor has nothing more at hand (or the block is full, or
+                    # holds the case a check waits for): commit the block, then hand its
+                    # records out.
+                    records = _commit(journal, run_id, block, counts, on_reject)
+                    if committed is not None:
+                        committed.add(block)
+                    block, judged = [], 0
+                    for record in records:
                         yield record
-                    block = []
+                    if checks is not None and checks.add(records) and checks.check():
+                        assert committed is not None
+                        # A flag holds the file: go on as a resume after it would. The
+                        # cases decided and not committed are dropped, as an interrupt
+                        # drops them, and decided again, held.
+                        await feed.stop()
+                        feed = None
+                        ctx.spec = spec = _held_within(journal, run_id, spec, checks.flag_at)
+                        ctx.after, checks = committed.start_again(), None
+                        feed = _Feed(engine, ctx)
                 outcome = await feed.next(end)
                 if outcome is None:
                     break
+                if committed is not None:
+                    if committed.again(outcome):
+                        continue  # committed before the executor was started again
+                    judged += outcome.record is not None and outcome.record.acceptance is not None
                 block.append(outcome)
         except _Late:
             # No case starts any more; those in flight are cancelled (their journalled
             # steps stay); those finished are appended in one last batch.
             assert feed is not None
-            block.extend(await feed.stop())
+            left = await feed.stop()
+            block.extend(o for o in left if committed is None or not committed.again(o))
             for record in _commit(journal, run_id, block, counts, on_reject):
                 yield record
             _stopped(journal, run_id, limit or 0.0, counts["cases"])
@@ -945,6 +1004,50 @@ def _tally(block: list[Outcome], counts: Counter[str]) -> tuple[list[CaseRecord]
                 counts["followups_failed"] += 1
         records.append(record)
     return records, rejects
+
+
+class _Committed:
+    """How far a run's committed outcomes reach, for a loop that may start its executor
+    again mid-run (a shift flag's hold): the executor then hands over again outcomes of
+    lines already committed, which the loop must not commit twice.
+
+    Records come in input order, so the highest committed record's line is a frontier:
+    every line up to it is committed (a rejected line is handed over as soon as it is
+    read, before the records after it). Rejects past it may be committed too (handed
+    over while earlier cases were still being decided): those are looked up in the
+    journal, only after a start again and only up to the highest line committed."""
+
+    def __init__(self, journal: Journal, run_id: str) -> None:
+        self._journal = journal
+        self._run_id = run_id
+        self.frontier = 0
+        """Every line up to this one is committed."""
+        self._highest = 0
+        """The highest line committed (a reject's, maybe past the frontier)."""
+        self._again = False
+
+    def add(self, block: list[Outcome]) -> None:
+        """Note a committed block."""
+        for outcome in block:
+            if outcome.record is not None and outcome.line > self.frontier:
+                self.frontier = outcome.line
+            if outcome.line > self._highest:
+                self._highest = outcome.line
+
+    def start_again(self) -> int:
+        """The executor is started again: the line after which it starts reading."""
+        self._again = True
+        return self.frontier
+
+    def again(self, outcome: Outcome) -> bool:
+        """Whether ``outcome`` is one committed before the executor was started again."""
+        if not self._again or outcome.line > self._highest:
+            return False
+        if outcome.line <= self.frontier:
+            return True
+        if outcome.reject is None:
+            return False  # no record past the frontier is committed
+        return self._journal.get(self._run_id, f"reject/{outcome.line}") is not None
 
 
 class _Late(Exception):

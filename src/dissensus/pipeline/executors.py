@@ -92,12 +92,18 @@ class RunContext:
     sha256: str | None = None
     """The input file's sha256 as the run journalled it: read to its end, a file that
     hashes otherwise (changed since the run started) stops the run."""
+    after: int = 0
+    """The input lines up to this one are committed already: the run loop started the
+    executor again mid-run (a shift flag held the file), and :meth:`panels` skips them."""
 
     def panels(self) -> Iterator[tuple[Panel | Reject, int]]:
         """``(panel or reject, line number)`` for every non-blank input line, lazily."""
         from dissensus.pipeline.batch import numbered_panels
 
-        return numbered_panels(self.name, self.lines, self.sha256)
+        items = numbered_panels(self.name, self.lines, self.sha256)
+        if not self.after:
+            return items
+        return ((item, line) for item, line in items if line > self.after)
 
 
 class Executor(Protocol):

@@ -142,11 +142,15 @@ HELD_KEY = "acceptance/held"
 
 
 class AcceptanceHeld(_Payload):
-    """``acceptance.held``: the hold a resumed run met on its acceptance file (a shift
-    check flagged the file after the run started, under ``on_shift: escalate``)."""
+    """``acceptance.held``: the hold a run met on its acceptance file after it started (a
+    shift check flagged the file, under ``on_shift: escalate``), on a resume or while it
+    ran."""
 
     hold: str
     """The reason its held cases carry after ``acceptance held:``."""
+    within_run: int | None = None
+    """The run's judged cases at the check that held it while it ran
+    (:mod:`dissensus.pipeline.shift_in_run`); absent when the hold came on a resume."""
 
 
 class ModelSpend(_Payload):

@@ -131,6 +131,9 @@ class ShiftOutcome(TypedDict, total=False):
     runs the checked cases came from (absent from a run's own check)."""
     newest_run: str
     """A watch's check: the run of the newest case it checked."""
+    within_run: int
+    """A run's check made while it ran (:mod:`dissensus.pipeline.shift_in_run`): the
+    run's judged cases it looked at, its first ``within_run``."""
     words: str
     """The check in plain words (:func:`shift_words`), as the service reports it."""
 
@@ -232,13 +235,13 @@ def shift_off_words(acceptance: Mapping[str, Any] | None) -> str | None:
 
 
 def run_check_index(journal: Journal, file_sha256: str | None, run_id: str) -> int:
-    """The index of run ``run_id``'s own check of the file ``file_sha256``: 1 + the runs'
-    own checks of that file other runs journalled (a watch's check, with
-    ``across_runs``, is of the other sequence)."""
+    """The index of run ``run_id``'s next own check of the file ``file_sha256``: 1 + the
+    runs' own checks of that file journalled by other runs, and by this one while it ran
+    (``within_run``; a watch's check, with ``across_runs``, is of the other sequence)."""
     earlier = sum(
         1
         for e in journal.events_of_type(SHIFT_EVENT)
-        if e.run_id != run_id
+        if (e.run_id != run_id or "within_run" in e.payload)
         and e.payload.get("file_sha256") == file_sha256
         and "across_runs" not in e.payload
     )

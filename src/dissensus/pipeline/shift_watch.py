@@ -60,6 +60,21 @@ Choices this module makes:
   flag of the file is in the journal the watch journals no other (the hold it puts on
   the file lasts until a new file is calibrated). Under ``on_shift: warn`` the flag is
   reported the same way (and logged) and holds nothing.
+* **After a small batch run.** ``decide`` and ``runs resume`` (:func:`watch_after_run`)
+  step a watch of their own once a run they finished judged fewer than
+  :data:`~dissensus.acceptance.shift.MIN_CASES` cases (too few for the run's own check):
+  a cron job deciding batches of 8 is checked across its runs as a one-panel door is.
+  Such a watch lives for one step, its first: it makes the check of the latest multiple
+  of ``every`` the cases judged with the file have reached (check ``i``, once ``i *
+  every`` are judged), whether or not this run's cases took the count across it. So
+  runs that overlap (two batches finishing before either steps its watch) or a process
+  that died before its step leave no check unmade; a check made again is the same
+  check of the same cases (same index, same seed), with the same outcome, so it adds no
+  chance of a false flag, and costs one fit (well under a second) per small run. A run
+  big enough for its own check, a replay of a finished run and a file without
+  calibration vectors step none. :class:`RunWatch` says what was done, for the run's summary: the check, or
+  that none was due and when the next one is (so this watch logs nothing: its caller
+  says it).
 * **Failures.** A check that failed (the flag not journalled, the journal busy) counts
   for nothing: the next step makes the same check of the same cases again, so it spends
   no more of the level. Several watches on one journal may journal the same flag, which
@@ -73,6 +88,7 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from dissensus.acceptance.shift import MIN_CASES
 from dissensus.errors import ConfigError
@@ -92,9 +108,22 @@ from dissensus.pipeline.spec import RunSpec
 from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
 
-__all__ = ["EVERY", "WINDOW", "ShiftWatch", "check_every", "journal_flag", "judged_vectors"]
+__all__ = [
+    "EVERY",
+    "WINDOW",
+    "RunWatch",
+    "ShiftWatch",
+    "check_every",
+    "journal_flag",
+    "judged_vectors",
+    "watch_after_run",
+]
 
 log = logging.getLogger(__name__)
+
+_after_run_log = logging.getLogger(f"{__name__}.after_run")
+_after_run_log.addHandler(logging.NullHandler())
+_after_run_log.propagate = False  # its caller says the check in words (RunWatch)
 
 WINDOW = 500
 """Latest judged cases a check of the watch (and ``GET /v1/acceptance``) looks at."""
@@ -229,6 +258,12 @@ class ShiftWatch:
                 self.log.warning("shift watch: the check failed (%s); trying again later", exc)
             return None
 
+    @property
+    def seen(self) -> int | None:
+        """Cases judged with the file in the journal at this watch's last look (``None``:
+        it has not looked)."""
+        return self._seen
+
     def _step(self, journal: Journal) -> ShiftOutcome | None:
         acceptance = self.spec.acceptance
         if acceptance is None or not self.due(journal):
@@ -282,3 +317,76 @@ class ShiftWatch:
     def _journal_flag(self, journal: Journal, outcome: ShiftOutcome) -> str:
         """Journal a flag (:func:`journal_flag`); its run's id."""
         return journal_flag(journal, self.spec, outcome)
+
+
+@dataclass(frozen=True)
+class RunWatch:
+    """What the shift watch stepped after a small run did (:func:`watch_after_run`)."""
+
+    run_cases: int
+    """Cases the run judged (fewer than a run's own check needs)."""
+    every: int
+    """Judged cases between two checks of the watch (0: no watch)."""
+    file_cases: int | None = None
+    """Cases judged with the file in the journal, across runs (``None``: not counted)."""
+    outcome: ShiftOutcome | None = None
+    """The watch's check, when the run's cases made one due."""
+    flagged_run: str | None = None
+    """The run the watch journalled its flag in, if it flagged the file."""
+
+    def words(self) -> str:
+        """The run's shift check in one paragraph: the watch's check, or why none was made."""
+        own = (
+            f"This run judged {self.run_cases} case(s), fewer than the {MIN_CASES} its own "
+            "shift check needs"
+        )
+        if self.outcome is not None:
+            across = self.outcome.get("across_runs")
+            runs = f", from {across} run(s)" if across is not None else ""
+            said = (
+                f"{own}; the shift watch checked the cases judged with its file across runs{runs}: "
+            )
+            words = said + shift_words(self.outcome)
+            if self.flagged_run is not None:
+                words += f" (journalled as run {self.flagged_run})"
+            return words
+        if self.every == 0 or self.file_cases is None:
+            return f"{own}, and the shift watch is off (--shift-every 0): not checked."
+        following = (watch_index(self.file_cases, self.every) + 1) * self.every
+        return (
+            f"{own}; the shift watch checks the cases judged with its file across runs "
+            f"every {self.every}: {self.file_cases} so far, the next check at {following}."
+        )
+
+
+def watch_after_run(
+    journal: Journal, run_id: str, spec: RunSpec, *, every: int = EVERY
+) -> RunWatch | None:
+    """Step a shift watch after run ``run_id`` (just finished by this process, with ``spec``)
+    when it judged too few cases for its own check (see the module docstring); what was
+    done, ``None`` when the run needs no watch (its own check was made, it judged no case,
+    it is unfinished, or its file keeps no calibration vectors)."""
+    every = check_every(every)
+    if not checks_shift(spec.acceptance) or journal.get(run_id, "run/shift") is not None:
+        return None
+    if journal.get(run_id, "run/finished") is None:
+        return None
+    run_cases = 0
+    for event in journal.events(run_id, type=ev.CASE_ACCEPTANCE):
+        run_cases += isinstance(event.payload.get("vector"), dict)
+        if run_cases >= MIN_CASES:
+            return None  # (a held run judges none: counted to the end, streamed)
+    if run_cases == 0:
+        return None
+    if every == 0:
+        return RunWatch(run_cases=run_cases, every=0)
+    watch = ShiftWatch(spec, every=every, journal=journal)
+    watch.log = _after_run_log
+    outcome = watch.step(journal)
+    return RunWatch(
+        run_cases=run_cases,
+        every=every,
+        file_cases=watch.seen,
+        outcome=outcome,
+        flagged_run=watch.flagged_run,
+    )
