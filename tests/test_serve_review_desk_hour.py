@@ -1,0 +1,77 @@
+"""The review page over a long shift, in-process: what a page reads does not grow with the
+journal's history."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dissensus.store.log as log_module
+from dissensus.store import clock
+from dissensus.store.event_types import REVIEW_RESOLVED
+from serve_helpers import auth, client_for, escalating, heap_frozen, login, settings
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _heap_frozen() -> Iterator[None]:
+    """The per-test garbage collection walks only this module's objects (see serve_helpers)."""
+    yield from heap_frozen()
+
+
+async def test_a_page_reads_only_the_resolutions_of_today_and_the_undo_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resolutions journalled on earlier days are not read to render a case or the queue
+    (each page counts today's and finds the one to undo): the page costs the same
+    however many cases the journal's history holds. The count and the undo stay right."""
+    async with client_for(settings(tmp_path)) as client:
+        run = (
+            await client.post(
+                "/v1/decide", json=[escalating(f"h{i}") for i in range(6)], headers=auth("sub")
+            )
+        ).json()
+        ids = [r["review_id"] for r in run["records"]]
+
+        async def resolve(rid: str) -> None:
+            got = await client.get(f"/v1/review/{rid}", headers=auth("rev"))
+            done = await client.post(
+                f"/v1/review/{rid}/resolve",
+                json={
+                    "decision": "1",
+                    "note": "ok",
+                    "content_sha256": got.json()["content_sha256"],
+                },
+                headers=auth("rev"),
+            )
+            assert done.status_code == 200, done.text
+
+        days_ago = (datetime.now(UTC) - timedelta(days=3)).isoformat(timespec="microseconds")
+        with monkeypatch.context() as m:
+            m.setattr(clock, "now", lambda: days_ago)
+            for rid in ids[:4]:
+                await resolve(rid)
+        await resolve(ids[4])
+
+        today = datetime.now(UTC).date().isoformat()
+        read: list[str] = []
+        made = log_module.event_from_row
+
+        def counted(row: Any) -> Any:
+            if row["type"] == REVIEW_RESOLVED:
+                read.append(str(row["at"]))
+            return made(row)
+
+        await login(client, "rev")
+        monkeypatch.setattr(log_module, "event_from_row", counted)
+        page = await client.get(f"/review/case/{ids[5]}?run={run['run_id']}")
+        queue = await client.get(f"/review?run={run['run_id']}")
+        assert page.status_code == 200 and queue.status_code == 200
+        assert "you resolved 1 today" in page.text and "you resolved 1 today" in queue.text
+        assert f'name="review_id" value="{ids[4]}"' in page.text  # the undo of the last one
+        assert read and all(at >= today for at in read), read
