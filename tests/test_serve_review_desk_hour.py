@@ -24,6 +24,34 @@ def _heap_frozen() -> Iterator[None]:
     yield from heap_frozen()
 
 
+@pytest.mark.parametrize("window", [315_576_000.0, 1e12, float("inf")])
+async def test_an_undo_window_longer_than_a_browsers_timer_keeps_the_button(
+    tmp_path: Path, window: float
+) -> None:
+    """An undo window of ten years (the longest ``--undo-window`` takes) or more, an
+    infinite one included, shows the case page with the undo and no time left for the
+    page's timer, whose delay would overflow and fire at once."""
+    async with client_for(settings(tmp_path, undo_window_s=window)) as client:
+        run = (
+            await client.post(
+                "/v1/decide", json=[escalating(f"w{i}") for i in range(2)], headers=auth("sub")
+            )
+        ).json()
+        first, second = (r["review_id"] for r in run["records"])
+        got = await client.get(f"/v1/review/{first}", headers=auth("rev"))
+        done = await client.post(
+            f"/v1/review/{first}/resolve",
+            json={"decision": "1", "note": "ok", "content_sha256": got.json()["content_sha256"]},
+            headers=auth("rev"),
+        )
+        assert done.status_code == 200, done.text
+        await login(client, "rev")
+        page = await client.get(f"/review/case/{second}")
+        assert page.status_code == 200, page.text[:500]
+        assert f'name="review_id" value="{first}"' in page.text
+        assert "data-left-ms" not in page.text
+
+
 async def test_a_page_reads_only_the_resolutions_of_today_and_the_undo_window(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -433,8 +433,14 @@ class ReviewDesk:
         if within_s <= 0:
             return None
         since = datetime.now(UTC).timestamp() - within_s
-        # The database picks the recent ones (a second early: the bound below is exact).
-        recent = datetime.fromtimestamp(since - 1, UTC).isoformat(timespec="microseconds")
+        # The database picks the recent ones (a second early: the bound below is exact);
+        # a window reaching before the calendar's first year takes them all.
+        try:
+            recent: str | None = datetime.fromtimestamp(since - 1, UTC).isoformat(
+                timespec="microseconds"
+            )
+        except (OverflowError, ValueError, OSError):
+            recent = None
         latest = None
         for e in self.journal.events_of_type(REVIEW_RESOLVED, since=recent):
             if e.payload.get("reviewer") != reviewer:
