@@ -295,3 +295,17 @@ def test_the_undo_button_goes_when_its_window_ends(desk: Desk) -> None:
     with desk.api("tok-r1") as api:
         assert api.get(f"/v1/review/{a}").json()["status"] == "resolved"
     page.context.close()
+
+
+def test_j_on_the_queue_opens_its_first_case_nobody_else_claimed(desk: Desk) -> None:
+    """From the queue page, ``j`` opens the first case of the list shown, stepping over
+    one another reviewer claimed, with no mouse and no tabbing past the filters."""
+    run, (a, b, _) = desk.submit([escalating(f"jq-{i}") for i in range(3)])
+    with desk.api("tok-r1") as api:
+        assert api.post(f"/v1/review/{a}/claim").status_code == 200
+    page = desk.page()
+    page.goto(f"{desk.base}/review?run={run}")
+    desk.sync_api.expect(page.locator("a.case-link")).to_have_count(3)
+    page.keyboard.press("j")
+    _on_case(desk, page, b)
+    page.context.close()

@@ -5,7 +5,8 @@
 //   1-9 pick an option, 0 clear the pick, o type another answer (which replaces the
 //   pick: the option is unchecked as soon as the field holds text), n note, Enter
 //   resolve, j/k next/previous
-//   case, c claim, r give up your claim, u u undo your last resolution (the first u asks,
+//   case (on the queue, j opens the first row nobody else claimed: its link is the
+//   page's next-link), c claim, r give up your claim, u u undo your last resolution (the first u asks,
 //   naming the case; a second u within UNDO_MS undoes, any other key cancels), a audit an
 //   automatic decision, ? keys help. The undo button (and so u u) goes when the undo
 //   window ends (the page says how many milliseconds are left of it).
