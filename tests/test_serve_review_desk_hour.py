@@ -1,5 +1,5 @@
 """The review page over a long shift, in-process: what a page reads does not grow with the
-journal's history."""
+journal's history, and a page loaded while the journal is away says so."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import dissensus.store.log as log_module
+from dissensus.serve import create_app
 from dissensus.store import clock
+from dissensus.store.errors import JournalError
 from dissensus.store.event_types import REVIEW_RESOLVED
 from serve_helpers import auth, client_for, escalating, heap_frozen, login, settings
 
@@ -103,3 +106,35 @@ async def test_a_page_reads_only_the_resolutions_of_today_and_the_undo_window(
         assert "you resolved 1 today" in page.text and "you resolved 1 today" in queue.text
         assert f'name="review_id" value="{ids[4]}"' in page.text  # the undo of the last one
         assert read and all(at >= today for at in read), read
+
+
+async def test_a_page_loaded_while_the_journal_is_unreachable_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reload of a case page (or the queue) while the journal cannot be reached is a
+    page naming the outage (503, Retry-After), never the API's JSON; htmx's requests
+    keep the JSON the page's script shows in an alert, the page left as it was."""
+    s = settings(tmp_path)
+    app = create_app(s)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        run = (await client.post("/v1/decide", json=[escalating("u0")], headers=auth("sub"))).json()
+        rid = run["records"][0]["review_id"]
+        await login(client, "rev")
+
+        def unreachable(*_: Any, **__: Any) -> Any:
+            raise JournalError(f"journal {s.journal}: unable to open database file")
+
+        desk = app.state.service.desk
+        monkeypatch.setattr(desk, "status", unreachable)
+        monkeypatch.setattr(desk, "order", unreachable)
+        for path in (f"/review/case/{rid}", "/review"):
+            page = await client.get(path)
+            assert page.status_code == 503, (path, page.text)
+            assert page.headers["content-type"].startswith("text/html")
+            assert page.headers["retry-after"].isdigit()
+            assert "the journal is unreachable" in page.text and "Reload this page" in page.text
+            assert str(s.journal) not in page.text and "journal.sqlite" not in page.text
+        swapped = await client.get(f"/review/case/{rid}", headers={"HX-Request": "true"})
+        assert swapped.status_code == 503
+        assert swapped.json() == {"error": "the journal is unreachable", "field": None}
