@@ -262,3 +262,50 @@ def test_j_from_a_page_opened_earlier_steps_over_a_case_resolved_meanwhile(desk:
     expect(page.locator("#case-status")).to_contain_text("open")
     assert page.url == f"{desk.base}/review/case/{c}?run={run}"
     page.context.close()
+
+
+def test_the_undo_button_goes_when_its_window_ends(desk: Desk) -> None:
+    """A case page left open past the undo window (300 s, the page's clock run forward)
+    no longer offers the undo: the button is gone and ``u u`` undoes nothing, where the
+    button stayed and its refusal took the reviewer from the case they were on."""
+    expect = desk.sync_api.expect
+    run, (a, b) = desk.submit([escalating(f"uw-{i}") for i in range(2)])
+    page = desk.page()
+    page.clock.install()
+    page.goto(f"{desk.base}/review/case/{a}?run={run}")
+    _on_case(desk, page, a)
+    page.keyboard.press("1")
+    page.keyboard.press("n")
+    page.keyboard.type("checked")
+    page.keyboard.press("Escape")
+    page.keyboard.press("Enter")
+    _on_case(desk, page, b)
+    undo = page.locator("#undo-form")
+    expect(undo).to_contain_text(a)
+    page.clock.run_for(60_000)
+    expect(undo).to_be_visible()  # within the window it stays
+    page.clock.run_for(241_000)
+    expect(undo).to_have_count(0)
+    expect(page.locator("#undo-confirm")).to_have_count(0)
+    page.keyboard.press("u")
+    page.keyboard.press("u")
+    page.wait_for_function("() => document.activeElement !== null")
+    expect(page.locator("html")).not_to_have_attribute("data-busy", "1")
+    expect(page.locator("#case-title")).to_have_attribute("data-review-id", b)
+    with desk.api("tok-r1") as api:
+        assert api.get(f"/v1/review/{a}").json()["status"] == "resolved"
+    page.context.close()
+
+
+def test_j_on_the_queue_opens_its_first_case_nobody_else_claimed(desk: Desk) -> None:
+    """From the queue page, ``j`` opens the first case of the list shown, stepping over
+    one another reviewer claimed, with no mouse and no tabbing past the filters."""
+    run, (a, b, _) = desk.submit([escalating(f"jq-{i}") for i in range(3)])
+    with desk.api("tok-r1") as api:
+        assert api.post(f"/v1/review/{a}/claim").status_code == 200
+    page = desk.page()
+    page.goto(f"{desk.base}/review?run={run}")
+    desk.sync_api.expect(page.locator("a.case-link")).to_have_count(3)
+    page.keyboard.press("j")
+    _on_case(desk, page, b)
+    page.context.close()

@@ -81,6 +81,7 @@ from dissensus.serve.journal_adapter import open_journal
 from dissensus.serve.limits import BodyLimit, RequestTimeout
 from dissensus.serve.no_store import ApiHeaders
 from dissensus.serve.origin import BrowserGuard, allowed_hosts
+from dissensus.serve.pages import install_page_errors
 from dissensus.serve.service import Service
 from dissensus.serve.settings import ServeSettings, is_loopback
 from dissensus.serve.slashes import SlashRedirect
@@ -143,6 +144,7 @@ def create_app(
     )
     app.state.service = service
     install_errors(app)
+    install_page_errors(app)  # after the API's: a page load's journal outage is a page
     routes.install(app)
     chat.install(app, spec=service.spec, journal=store, limits=limits_of(service))
     routes.install_pages(app)

@@ -56,6 +56,12 @@ decide differently.
 * **Undo** goes through :func:`dissensus.pipeline.review.reopen` with the token's name
   and the server's window (``undo_window_s``); "your last resolution" is the reviewer's
   latest ``review.resolved`` event that still stands.
+* **Every page reads only recent resolutions.** Both of the above read the
+  ``review.resolved`` events journalled since midnight UTC, or since the undo window
+  opened, and the database picks them (``events_of_type(..., since=...)``): every case
+  and queue page asks for both, so a read of every resolution ever journalled made
+  each page slower with every case resolved, for as long as the journal lives (70 ms
+  each at 2,000 resolutions).
 * **Unknown ids.** Every id and case reference is parsed by
   :func:`dissensus.pipeline.review.split_ref` (one spelling per item: the line without
   leading zeros); one it refuses, and a case reference naming no run of the journal, is
@@ -427,8 +433,16 @@ class ReviewDesk:
         if within_s <= 0:
             return None
         since = datetime.now(UTC).timestamp() - within_s
+        # The database picks the recent ones (a second early: the bound below is exact);
+        # a window reaching before the calendar's first year takes them all.
+        try:
+            recent: str | None = datetime.fromtimestamp(since - 1, UTC).isoformat(
+                timespec="microseconds"
+            )
+        except (OverflowError, ValueError, OSError):
+            recent = None
         latest = None
-        for e in self.journal.events_of_type(REVIEW_RESOLVED):
+        for e in self.journal.events_of_type(REVIEW_RESOLVED, since=recent):
             if e.payload.get("reviewer") != reviewer:
                 continue
             if datetime.fromisoformat(e.at).timestamp() < since:
@@ -502,7 +516,7 @@ class ReviewDesk:
         today = datetime.now(UTC).date().isoformat()
         return sum(
             1
-            for e in self.journal.events_of_type(REVIEW_RESOLVED)
+            for e in self.journal.events_of_type(REVIEW_RESOLVED, since=today)
             if e.at.startswith(today) and e.payload.get("reviewer") == reviewer
         )
 

@@ -105,6 +105,11 @@ Choices this module makes:
   (:meth:`Form.kept`, :func:`~dissensus.serve.routes.pages_case.case_page`'s ``kept``), at
   the case page's address (``HX-Replace-Url``); so does a refused audit, on the blind
   audit's or the automatic decision's page (:mod:`~dissensus.serve.routes.pages_audit`).
+* **A journal that cannot be reached, on a page load.** Loading a page of the review
+  site (a reload, a link opened in a new tab, the page after a login) while the
+  journal is unreachable or busy shows a page saying so (503, ``Retry-After``), never
+  the API's JSON (:func:`install_page_errors`); a request htmx sends keeps the JSON,
+  which ``review.js`` shows in an alert above the page, its form untouched.
 * **Times in refusals.** A refusal naming a time (a claim's expiry, when a case was
   resolved or audited) shows it as the page shows other times, in a ``<time>`` element
   the page's script renders in the reader's local time (:func:`refused_by`); the API's
@@ -117,6 +122,7 @@ Choices this module makes:
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -125,7 +131,7 @@ from typing import Any
 from urllib.parse import SplitResult, parse_qsl, quote, urlsplit
 
 import anyio
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
@@ -154,6 +160,7 @@ __all__ = [
     "case_render",
     "checked_form",
     "form_page",
+    "install_page_errors",
     "login_url",
     "message",
     "option_context",
@@ -287,6 +294,46 @@ def message(request: Request, who: Reviewer, status: int, title: str, text: str)
     if request.method == "POST":
         push_url(request, response, page_url(request), replace=True)
     return response
+
+
+def _page_load(request: Request) -> bool:
+    """Whether ``request`` loads a whole page of the review site (not htmx's, which
+    swaps a part in, nor a static file)."""
+    path = request.url.path
+    if not (path == "/review" or path.startswith("/review/")):
+        return False
+    return not path.startswith("/review/static/") and not request.headers.get("hx-request")
+
+
+def install_page_errors(app: FastAPI) -> None:
+    """A journal that cannot be used now (unreachable or busy) answers a page load of the
+    review site with a page saying so (503, ``Retry-After``), where the API's handler
+    (:func:`~dissensus.serve.http.install_errors`, installed first) answered JSON: a
+    reload while the database was down showed the reviewer ``{"error": ...}``. Requests
+    htmx sends keep the JSON, which the page's script shows in an alert above the page
+    and the form it keeps."""
+    api_handler = app.exception_handlers[DissensusError]
+
+    async def page_or_api(request: Request, exc: Exception) -> Response:
+        public = journal_errors.unavailable(exc)
+        if public is None or not _page_load(request):
+            answered = api_handler(request, exc)
+            return await answered if inspect.isawaitable(answered) else answered
+        journal_errors.log_unavailable(exc, f"{request.method} {request.url.path}")
+        response = render(
+            "message.html",
+            503,
+            title="the journal cannot be reached",
+            principal=None,
+            message=(
+                f"{public}: nothing can be shown or saved until it is back. Reload this page"
+                " in a moment; what you typed on a case stays in this browser."
+            ),
+        )
+        response.headers.update(journal_errors.retry_headers())
+        return response
+
+    app.add_exception_handler(DissensusError, page_or_api)
 
 
 def _timed(text: str, iso: str) -> Markup:

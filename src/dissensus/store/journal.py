@@ -420,9 +420,11 @@ class Journal:
             return set()
         return self._log.cases_with_events(run_id, cases)
 
-    def events_of_type(self, type: str) -> Iterator[Event]:
-        """Every event of ``type`` across runs (run order, then sequence)."""
-        return self._log.of_type(type)
+    def events_of_type(self, type: str, *, since: str | None = None) -> Iterator[Event]:
+        """Every event of ``type`` across runs (run order, then sequence); with ``since``
+        (an ISO-8601 UTC time as :func:`~dissensus.store.clock.now` writes it), only
+        those journalled at or after it."""
+        return self._log.of_type(type, since=since)
 
     def count_of_type(self, type: str) -> int:
         """How many events of ``type`` the journal holds, across runs."""

@@ -483,12 +483,16 @@ class SQLEventLog:
             )
         return str(rows[0]["type"]) if rows else None
 
-    def of_type(self, type: str) -> Iterator[Event]:
-        """Every event of ``type`` across runs (run order, then sequence)."""
+    def of_type(self, type: str, *, since: str | None = None) -> Iterator[Event]:
+        """Every event of ``type`` across runs (run order, then sequence); with ``since``
+        (a time in :func:`~dissensus.store.clock.now`'s form), only those at or after it,
+        chosen by the database (the text sorts in time order), so a read of the recent
+        ones does not grow with the journal's history."""
+        where, args = ("", (type,)) if since is None else (" AND e.at >= ?", (type, since))
         rows = self._event_rows(
-            "SELECT e.* FROM events e JOIN runs r ON r.run_id = e.run_id WHERE e.type = ? "
-            "ORDER BY r.created, e.run_id, e.seq",
-            (type,),
+            "SELECT e.* FROM events e JOIN runs r ON r.run_id = e.run_id WHERE e.type = ?"
+            f"{where} ORDER BY r.created, e.run_id, e.seq",
+            args,
         )
         for row in rows:
             yield event_from_row(row)

@@ -29,6 +29,15 @@ Choices this module makes:
   resolved or claimed by another reviewer since the page was shown is stepped over, as
   it would be on a page shown now. With no such neighbour left they go to the queue's
   page where the case stands (:func:`~dissensus.serve.queue_view.queue_url`).
+* **The undo button goes when its window does.** The case page offers to undo the
+  reviewer's last resolution while ``--undo-window`` lasts, and tells the page how many
+  milliseconds are left of it (``data-left-ms``); the page's script takes the button
+  away then (``review.js``), so ``u u`` and the button are not offered past the window.
+  A window longer than a browser's timer can wait (:data:`TIMER_MS_MAX`, about 24.8
+  days: ``--undo-window`` takes up to ten years) sends no such number, and the button
+  stays: a longer delay would have fired at once and taken it away at once.
+  A page left open used to keep the button: pressed later, it was refused and sent the
+  reviewer from the case they were on to the one it named.
 * After a resolve the page goes to the next open case of the same queue that nobody else
   holds (:func:`~dissensus.serve.queue_view.next_open`), or to the queue when none is left.
 * **Another answer.** Besides the options, the resolve bar has a text field for a
@@ -51,6 +60,7 @@ Choices this module makes:
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -136,6 +146,8 @@ def case_page(
         [(p.agent, p.decision, p.reasoning) for p in item.positions],
         item.suggestion,
     )
+    undo_window = service.settings.undo_window_s
+    undo = desk.last_resolution(who.principal.name, undo_window)
     return case_render(
         request,
         who,
@@ -165,13 +177,29 @@ def case_page(
         queue_url=queue_url(request, review_id, view),
         progress=progress(request, review_id, view, who.principal.name),
         note_policy=service.settings.review_note,
-        undo=desk.last_resolution(who.principal.name, service.settings.undo_window_s),
+        undo=undo,
+        undo_left_ms=None if undo is None else _left_ms(undo.at, undo_window),
         error=error,
         kept=kept or {},
         packet=_plain(item.packet),
         concord=_plain(item.concord),
         reading=_plain(item.reading) or {},
     )
+
+
+TIMER_MS_MAX = 2**31 - 1
+"""The longest delay a browser's ``setTimeout`` waits (about 24.8 days): a longer one
+fires at once."""
+
+
+def _left_ms(at: str, window_s: float) -> int | None:
+    """Milliseconds left of the undo window of a resolution journalled ``at``; ``None``
+    when more than a browser's timer can wait (the page then keeps the button)."""
+    ends = datetime.fromisoformat(at).timestamp() + window_s
+    left = (ends - datetime.now(UTC).timestamp()) * 1000
+    if not left < TIMER_MS_MAX:  # an infinite window too
+        return None
+    return max(0, int(left))
 
 
 def _note_required(request: Request, decision: str, suggestion: str | None) -> bool:

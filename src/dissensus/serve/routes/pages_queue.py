@@ -4,6 +4,10 @@ the open blind audits; and the acceptance monitor (:mod:`dissensus.serve.accepta
 
 Choices this module makes:
 
+* **j from the queue.** The first row of the list shown that no other reviewer holds
+  (a case, an automatic decision or a blind audit) is the queue page's ``next-link``,
+  the link ``j`` follows on a case page: a reviewer at the keyboard starts or goes on
+  from the queue with ``j`` instead of tabbing past the filters to the first row.
 * Every list shows who holds a live claim on each open case or audit, and a resolved
   case's decision as its page names it (the option's label, and its id beside a label
   that differs).

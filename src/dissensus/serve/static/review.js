@@ -5,9 +5,11 @@
 //   1-9 pick an option, 0 clear the pick, o type another answer (which replaces the
 //   pick: the option is unchecked as soon as the field holds text), n note, Enter
 //   resolve, j/k next/previous
-//   case, c claim, r give up your claim, u u undo your last resolution (the first u asks,
+//   case (on the queue, j opens the first row nobody else claimed: its link is the
+//   page's next-link), c claim, r give up your claim, u u undo your last resolution (the first u asks,
 //   naming the case; a second u within UNDO_MS undoes, any other key cancels), a audit an
-//   automatic decision, ? keys help.
+//   automatic decision, ? keys help. The undo button (and so u u) goes when the undo
+//   window ends (the page says how many milliseconds are left of it).
 //
 // Typing ahead: while a page is loading (a resolve, a j/k move) keys are queued, not
 // lost and not typed into a field; once the next page has settled they are replayed in
@@ -78,6 +80,22 @@
     undoSays("press u again to undo your resolution of " + (ref ? ref.value : "your last case"));
     undoAsked = setTimeout(cancelUndo, UNDO_MS);
     return true;
+  }
+  // The undo button goes when its window ends (the page says how many milliseconds are
+  // left): pressed later it could only be refused, on the page of the case it names.
+  function expireUndo() {
+    var form = document.getElementById("undo-form");
+    var left = form ? parseInt(form.getAttribute("data-left-ms"), 10) : NaN;
+    if (isNaN(left)) { return; }
+    setTimeout(function () {
+      if (!form.isConnected) { return; }  // another page is shown by now
+      var focused = form.contains(document.activeElement);
+      cancelUndo();
+      var box = document.getElementById("undo-confirm");
+      if (box) { box.remove(); }
+      form.remove();
+      if (focused) { toHeading(); }
+    }, Math.max(0, left));
   }
   function clickById(id) {
     var el = document.getElementById(id);
@@ -424,6 +442,6 @@
       }
     }
   }
-  document.addEventListener("htmx:afterSettle", function () { localTimes(document); });
-  document.addEventListener("DOMContentLoaded", function () { localTimes(document); });
+  document.addEventListener("htmx:afterSettle", function () { localTimes(document); expireUndo(); });
+  document.addEventListener("DOMContentLoaded", function () { localTimes(document); expireUndo(); });
 })();
