@@ -56,7 +56,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import parse_names
+from _common import at_least, parse_names, work_dir
 from acceptance import DataSet
 from acceptance_families import _load, data_needed
 
@@ -280,9 +280,11 @@ def review_loop(ds: DataSet, target: float, seed: int = 0) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
-    parser.add_argument("--cache", default=None, help="keep features here between runs")
-    parser.add_argument("--streams", type=int, default=100)
-    parser.add_argument("--max-audits", type=int, default=400)
+    parser.add_argument(
+        "--cache", type=work_dir, default=None, help="keep features here between runs"
+    )
+    parser.add_argument("--streams", type=at_least(1), default=100)
+    parser.add_argument("--max-audits", type=at_least(1), default=400)
     parser.add_argument("--sets", default=",".join(TABLES), help=f"of {', '.join(TABLES)}")
     args = parser.parse_args(argv)
     sets = parse_names(args.sets, TABLES, "--sets")
