@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
 import json
 import sys
 import tempfile
@@ -220,8 +222,15 @@ def review_loop(ds: DataSet, target: float, seed: int = 0) -> None:
         common = ["--policy", str(plain), "--target-precision", str(target), "--delta", str(DELTA)]
 
         def calibrate_to(out: str, *sources: str) -> None:
-            code = cli(["calibrate-acceptance", *sources, "--out", str(root / out), *common])
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                code = cli(["calibrate-acceptance", *sources, "--out", str(root / out), *common])
             assert code == 0, out
+            # What calibrate-acceptance prints, but for what changes from run to run: the
+            # temporary folder, and so the file's sha256 (the file records its sources).
+            for line in printed.getvalue().splitlines():
+                if not line.startswith("sha256 "):
+                    print(line.replace(str(root), "TMP"))
 
         def policy_for(name: str) -> Path:
             path = root / f"{name}.yaml"

@@ -169,3 +169,22 @@ def test_guard_zeroeval_prints_an_empty_stratum() -> None:
     assert (
         lines[-1] == "| contested (< 2/3) | 0.5 | majority | 1.000 | 0.950 | 0.050 (0.050-0.050) |"
     )
+
+
+def test_acceptance_watch_review_loop_prints_the_same_twice(
+    shared_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two runs of the review-loop table print the same text: the temporary folder its
+    files are written in, and their sha256 (which records it), are not printed."""
+    if not (shared_data / "llmbar").is_dir():
+        pytest.skip(f"LLMBar data not found at {shared_data / 'llmbar'}")
+    main = load("acceptance_watch.py").main
+    runs = []
+    for _ in range(2):
+        assert main(["--sets", "loop", "--data", str(shared_data)]) == 0
+        out = capsys.readouterr().out
+        runs.append(re.sub(r"^\(\d+s\)$", "(time)", out, flags=re.M))
+    assert runs[0] == runs[1]
+    assert "learned acceptance -> TMP/before.json" in runs[0]
+    assert "sha256" not in runs[0]
+    assert "labelled set only (before)                   |               102 |" in runs[0]
