@@ -7,8 +7,10 @@ was asked.
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,6 +28,12 @@ def no_data(what: str) -> NoReturn:
     sys.stderr.write(
         f"{_script()}: data not found: {what} (give the data folder with --data DIR)\n"
     )
+    raise SystemExit(2)
+
+
+def refuse(what: str) -> NoReturn:
+    """One line saying what is wrong with an option (``what``); exit 2, as argparse does."""
+    sys.stderr.write(f"{_script()}: {what}\n")
     raise SystemExit(2)
 
 
@@ -72,3 +80,87 @@ def guard_row(name: str, conf: np.ndarray, hit: np.ndarray) -> dict[str, Any]:
         "gap": f.gap,
         "ece": f.ece,
     }
+
+
+# Option types: a bad value is argparse's one-line usage error (exit 2), given before any
+# data is read, rather than a traceback (or a run that never ends) later.
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An ``int`` option type refusing a whole number below ``minimum``."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return whole
+
+
+def fraction(text: str) -> float:
+    """A ``float`` option type for a number in [0, 1]."""
+    value = finite(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must lie in [0, 1], not {text}")
+    return value
+
+
+def fractions(text: str) -> list[float]:
+    """A comma-separated list of :func:`fraction` values (at least one)."""
+    values = [fraction(part.strip()) for part in text.split(",") if part.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError("no number given")
+    return values
+
+
+def non_negative(text: str) -> float:
+    """A ``float`` option type for a finite number >= 0."""
+    value = finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {text}")
+    return value
+
+
+def finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text}")
+    return value
+
+
+def output_file(text: str) -> Path:
+    """A file the script will write: its folder must exist (checked before the run, not
+    after it, when the figures would be lost)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"no directory {path.parent} to write {path.name} in")
+    return path
+
+
+def work_dir(text: str) -> Path:
+    """A directory the script keeps files in, created (with its parents) if need be."""
+    path = Path(text)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(
+            f"cannot use {text} as a directory: {exc.strerror or exc}"
+        ) from None
+    return path
+
+
+def input_file(text: str) -> Path:
+    """A file the script reads: it must be one."""
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no file {text}")
+    return path

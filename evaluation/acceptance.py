@@ -61,7 +61,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import parse_names, require_data
+from _common import at_least, parse_names, require_data
 
 from dissensus.acceptance import (
     AcceptanceFile,
@@ -437,11 +437,11 @@ def fmt(n: int, acc: int, right: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
-    parser.add_argument("--splits", type=int, default=200)
+    parser.add_argument("--splits", type=at_least(1), default=200)
     parser.add_argument("--similarity", default="tfidf", choices=["tfidf", "static", "minilm"])
     parser.add_argument("--sets", default=",".join(SETS), help=f"of {', '.join(SETS)}")
     parser.add_argument(
-        "--limit", type=int, default=None, help="first N cases per data set (a quick check)"
+        "--limit", type=at_least(1), default=None, help="first N cases per data set (a quick check)"
     )
     parser.add_argument(
         "--no-reasoning",

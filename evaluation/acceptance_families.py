@@ -51,7 +51,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import parse_names, require_data
+from _common import at_least, parse_names, require_data, work_dir
 from acceptance import DATA_DIRS, SETS, DataSet, load
 
 from dissensus.acceptance import apply_acceptance, calibrate, crossfit, save_acceptance
@@ -422,7 +422,7 @@ def false_alarms(ds: DataSet, target: float, splits: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
-    parser.add_argument("--splits", type=int, default=50)
+    parser.add_argument("--splits", type=at_least(1), default=50)
     parser.add_argument("--sets", default=",".join(SETS), help=f"of {', '.join(SETS)}")
     parser.add_argument("--no-cd", action="store_true", help="skip the CD routing comparison")
     parser.add_argument(
@@ -439,7 +439,10 @@ def main(argv: list[str] | None = None) -> int:
         "--no-validity", action="store_true", help="skip the random-halves validity tables"
     )
     parser.add_argument(
-        "--cache", default=None, help="keep each data set's features here (pickle) between runs"
+        "--cache",
+        type=work_dir,
+        default=None,
+        help="keep each data set's features here (pickle) between runs",
     )
     args = parser.parse_args(argv)
     names = parse_names(args.sets, SETS, "--sets")

@@ -37,7 +37,7 @@ from dissensus.acceptance.prepare import panel_case_key
 from dissensus.states import get_backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import require_data
+from _common import at_least, output_file, require_data
 from acceptance import DATA_DIRS, DataSet, load, no_reasoning
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,10 +93,12 @@ def simulate(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
-    parser.add_argument("--round", type=int, default=100)
-    parser.add_argument("--max-reviews", type=int, default=1000)
+    parser.add_argument("--round", type=at_least(1), default=100)
+    parser.add_argument("--max-reviews", type=at_least(0), default=1000)
     parser.add_argument("--similarity", default="tfidf", choices=["tfidf", "static", "minilm"])
-    parser.add_argument("--plot", default=str(REPO / "evaluation" / "acceptance_loop.png"))
+    parser.add_argument(
+        "--plot", type=output_file, default=REPO / "evaluation" / "acceptance_loop.png"
+    )
     args = parser.parse_args(argv)
     sets = ("llmbar", "zeroeval")
     data = require_data(args.data, (DATA_DIRS[name] for name in sets))

@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
 import json
 import sys
 import tempfile
@@ -56,7 +58,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import parse_names
+from _common import at_least, parse_names, work_dir
 from acceptance import DataSet
 from acceptance_families import _load, data_needed
 
@@ -220,8 +222,15 @@ def review_loop(ds: DataSet, target: float, seed: int = 0) -> None:
         common = ["--policy", str(plain), "--target-precision", str(target), "--delta", str(DELTA)]
 
         def calibrate_to(out: str, *sources: str) -> None:
-            code = cli(["calibrate-acceptance", *sources, "--out", str(root / out), *common])
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                code = cli(["calibrate-acceptance", *sources, "--out", str(root / out), *common])
             assert code == 0, out
+            # What calibrate-acceptance prints, but for what changes from run to run: the
+            # temporary folder, and so the file's sha256 (the file records its sources).
+            for line in printed.getvalue().splitlines():
+                if not line.startswith("sha256 "):
+                    print(line.replace(str(root), "TMP"))
 
         def policy_for(name: str) -> Path:
             path = root / f"{name}.yaml"
@@ -280,9 +289,11 @@ def review_loop(ds: DataSet, target: float, seed: int = 0) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
-    parser.add_argument("--cache", default=None, help="keep features here between runs")
-    parser.add_argument("--streams", type=int, default=100)
-    parser.add_argument("--max-audits", type=int, default=400)
+    parser.add_argument(
+        "--cache", type=work_dir, default=None, help="keep features here between runs"
+    )
+    parser.add_argument("--streams", type=at_least(1), default=100)
+    parser.add_argument("--max-audits", type=at_least(1), default=400)
     parser.add_argument("--sets", default=",".join(TABLES), help=f"of {', '.join(TABLES)}")
     args = parser.parse_args(argv)
     sets = parse_names(args.sets, TABLES, "--sets")

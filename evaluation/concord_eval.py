@@ -40,7 +40,12 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import at_least, fraction, fractions
 
 from dissensus.baselines.compare import compare_rules
 from dissensus.concord import negotiate_sync, verify
@@ -315,13 +320,16 @@ def pct(x: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--runs", type=int, default=100, help="runs per class at the main floor (default 100)"
+        "--runs",
+        type=at_least(1),
+        default=100,
+        help="runs per class at the main floor (default 100)",
     )
-    ap.add_argument("--floor", type=float, default=0.7)
+    ap.add_argument("--floor", type=fraction, default=0.7)
     ap.add_argument(
-        "--sweep-runs", type=int, default=25, help="runs per class and floor in the sweep"
+        "--sweep-runs", type=at_least(1), default=25, help="runs per class and floor in the sweep"
     )
-    ap.add_argument("--sweep", default="0.5,0.6,0.7,0.75,0.8,0.85,0.9")
+    ap.add_argument("--sweep", type=fractions, default="0.5,0.6,0.7,0.75,0.8,0.85,0.9")
     args = ap.parse_args(argv)
     started = time.perf_counter()
     runs = [run_one(k, s, args.floor) for k in CLASSES for s in range(args.runs)]
@@ -394,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = sum(1 for r in vend if r.rule_correct.get(rule))
         out(f"| {rule} | {pct(ok / len(vend))} |\n")
 
-    floors = [float(f) for f in args.sweep.split(",")]
+    floors = args.sweep
     out(
         f"\nFloor sweep ({args.sweep_runs} runs per class and floor): share certified / mean worst-off of the selection\n\n"
     )

@@ -38,7 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import guard_row as _row
-from _common import require_data
+from _common import non_negative, output_file, require_data
 
 from dissensus.convert.llmbar import iter_llmbar_votes
 from dissensus.guard import (
@@ -140,8 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument("--strategy", default="CoT", choices=["CoT", "Vanilla", "Swap_CoT"])
-    parser.add_argument("--beta", type=float, default=1.5)
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
+    parser.add_argument("--beta", type=non_negative, default=1.5)
+    parser.add_argument(
+        "--json", type=output_file, default=None, help="also write the figures as JSON"
+    )
     args = parser.parse_args(argv)
     root = require_data(args.data, ["llmbar"]) / "llmbar"
     cases = list(iter_llmbar_votes(root, args.strategy))

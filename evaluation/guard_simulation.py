@@ -46,6 +46,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import at_least, non_negative, output_file
+
 from dissensus.guard import consensus_weighted_vote, majority_vote
 from dissensus.guard.arrays import (
     log_odds_weights,
@@ -243,12 +247,14 @@ def plot(rows: list[dict[str, Any]], where: float | None, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=4000)
-    parser.add_argument("--voters", type=int, default=5)
-    parser.add_argument("--beta", type=float, default=1.5)
-    parser.add_argument("--seed", type=int, default=3)
-    parser.add_argument("--plot", type=Path, default=REPO / "evaluation" / "guard_simulation.png")
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--cases", type=at_least(1), default=4000)
+    parser.add_argument("--voters", type=at_least(2), default=5)
+    parser.add_argument("--beta", type=non_negative, default=1.5)
+    parser.add_argument("--seed", type=at_least(0), default=3)
+    parser.add_argument(
+        "--plot", type=output_file, default=REPO / "evaluation" / "guard_simulation.png"
+    )
+    parser.add_argument("--json", type=output_file, default=None)
     args = parser.parse_args(argv)
     setup = Setup(voters=args.voters, cases=args.cases, beta=args.beta)
     grid = [round(0.05 * i, 2) for i in range(21)]

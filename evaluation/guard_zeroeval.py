@@ -78,8 +78,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import at_least, non_negative, output_file, require_data
 from _common import guard_row as _row
-from _common import require_data
 
 from dissensus.convert.zeroeval import iter_zeroeval_panels
 from dissensus.guard import (
@@ -276,6 +276,13 @@ def strata_table(rows: list[dict[str, Any]]) -> str:
         n = np.mean([r["stratum_cases"][stratum] for r in rows])
         for name in names:
             ms = [next(m for m in r["strata"][stratum] if m["method"] == name) for r in rows]
+            # A stratum no test case falls in (a small --limit) has no figures.
+            ms = [m for m in ms if m["accuracy"] is not None]
+            if not ms:
+                lines.append(
+                    f"| {stratum} ({label}) | {n:.{1 if many else 0}f} | {name} | - | - | - |"
+                )
+                continue
             acc = np.array([m["accuracy"] for m in ms])
             conf = np.array([m["confidence"] for m in ms])
             gap = np.array([m["gap"] for m in ms])
@@ -367,13 +374,15 @@ def verdict(halves: list[dict[str, Any]], shifts: list[dict[str, Any]]) -> list[
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--seeds", type=int, default=10, help="random halves (seeds 0..N-1)")
-    parser.add_argument("--beta", type=float, default=1.5)
-    parser.add_argument("--limit", type=int, default=None, help="only the first N problems")
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
+    parser.add_argument(
+        "--seeds", type=at_least(0), default=10, help="random halves (seeds 0..N-1)"
+    )
+    parser.add_argument("--beta", type=non_negative, default=1.5)
+    parser.add_argument("--limit", type=at_least(4), default=None, help="only the first N problems")
+    parser.add_argument(
+        "--json", type=output_file, default=None, help="also write the figures as JSON"
+    )
     args = parser.parse_args(argv)
-    if args.seeds < 0 or (args.limit is not None and args.limit < 4):
-        parser.error("--seeds must be >= 0 and --limit >= 4")
     root = require_data(args.data, ["zeroeval-gsm"]) / "zeroeval-gsm"
     cases = load_cases(root, args.limit)
     halves = [

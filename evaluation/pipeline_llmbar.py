@@ -36,9 +36,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import require_data
+from _common import input_file, output_file, refuse, require_data
 
 from dissensus.convert.llmbar import iter_llmbar_panels
+from dissensus.errors import ConfigError
 from dissensus.pipeline import (
     CalibrationFile,
     MarkerLexicon,
@@ -129,20 +130,23 @@ def fmt(n: int, acc: int, right: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
-    parser.add_argument("--policy", default=str(POLICY))
+    parser.add_argument("--policy", type=input_file, default=POLICY)
     parser.add_argument(
         "--similarity",
         default=None,
         choices=["tfidf", "static", "minilm"],
         help="override the policy's similarity backend",
     )
-    parser.add_argument("--write-calibration", default=None, metavar="FILE")
+    parser.add_argument("--write-calibration", type=output_file, default=None, metavar="FILE")
     args = parser.parse_args(argv)
 
     root = require_data(args.data, ["llmbar"]) / "llmbar"
+    try:
+        policy, _ = load_policy(args.policy)
+    except ConfigError as exc:
+        refuse(f"--policy: {exc}")
     panels = list(iter_llmbar_panels(root, "Swap_CoT"))
     subsets = sorted({str(p.meta["subset"]) for p in panels})
-    policy, _ = load_policy(args.policy)
     # This evaluation measures the trust regions (the shipped policy now decides with
     # learned acceptance, see evaluation/acceptance.py): their marker lexicon, as shipped before.
     policy = policy.model_copy(

@@ -64,7 +64,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import missing_data, no_data
+from _common import fraction, missing_data, no_data
 
 from dissensus.convert import Skipped, iter_llmbar_panels, iter_varierrnli_panels
 from dissensus.signals import recorded_second_answers
@@ -460,11 +460,11 @@ def main(argv: list[str] | None = None) -> int:
         help="similarity backend: minilm (default) or tfidf",
     )
     parser.add_argument(
-        "--theta-a", type=float, default=0.8, help="conclusion-agreement threshold (default 0.8)"
+        "--theta-a", type=fraction, default=0.8, help="conclusion-agreement threshold (default 0.8)"
     )
     parser.add_argument(
         "--quantile",
-        type=float,
+        type=fraction,
         default=0.5,
         help="theta_s = this quantile of the corpus (default 0.5)",
     )

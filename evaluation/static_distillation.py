@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import require_data
+from _common import require_data, work_dir
 from static_backend import corpus_for, kappa
 
 from dissensus.convert import iter_llmbar_panels, iter_varierrnli_panels
@@ -102,11 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument(
-        "--work", type=Path, default=Path(tempfile.gettempdir()) / "dissensus-static-settings"
+        "--work",
+        type=work_dir,
+        default=Path(tempfile.gettempdir()) / "dissensus-static-settings",
     )
     args = parser.parse_args(argv)
     data = require_data(args.data, ["llmbar", "varierrnli"])
-    args.work.mkdir(parents=True, exist_ok=True)
     from dissensus.states.static import StaticBackend
 
     corpora: list[tuple[str, list[Panel]]] = []
