@@ -380,3 +380,32 @@ async def test_a_conflict_names_the_standing_decision_by_its_label(tmp_path: Pat
         said = _error(late.text)
         assert "already audited by rev2-name at <time" in said
         assert said.endswith("(decision <bdi>Output (a)</bdi>, option <bdi>1</bdi>)"), said
+
+
+async def test_a_refused_undo_is_said_on_the_page_the_reviewer_is_on(tmp_path: Path) -> None:
+    """An undo refused (the window ended as it was sent, or a second tab undid it first)
+    was said on the undone case's page, taking the reviewer off the case they were on."""
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run, (first, second) = await _cases(client, 2)
+        await login(client, "rev")
+        page = await client.get(f"/review/case/{first}?run={run}")
+        done = await client.post(
+            f"/review/case/{first}/resolve?run={run}",
+            data={
+                "csrf": csrf_of(page.text),
+                "content_sha256": _sha(page.text),
+                "decision": "1",
+                "note": "",
+            },
+        )
+        assert done.status_code in (200, 303), done.text[:500]
+        here = await client.get(f"/review/case/{second}?run={run}")
+        assert 'name="from" value="' + second + '"' in here.text  # the undo form says where
+        form = {"csrf": csrf_of(here.text), "review_id": first, "from": second}
+        undone = await client.post(f"/review/undo?run={run}", data=form)
+        assert undone.status_code in (200, 303)
+        again = await client.post(f"/review/undo?run={run}", data=form, headers=HX)
+        assert again.status_code >= 400
+        assert f'data-review-id="{second}"' in again.text  # still on the second case
+        assert _error(again.text)

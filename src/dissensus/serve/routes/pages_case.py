@@ -37,7 +37,9 @@ Choices this module makes:
   days: ``--undo-window`` takes up to ten years) sends no such number, and the button
   stays: a longer delay would have fired at once and taken it away at once.
   A page left open used to keep the button: pressed later, it was refused and sent the
-  reviewer from the case they were on to the one it named.
+  reviewer from the case they were on to the one it named. An undo refused all the same
+  (sent in the window's last moment, or from a second tab) is said on the page of the
+  case the form was on (its ``from`` field), where the reviewer stays.
 * After a resolve the page goes to the next open case of the same queue that nobody else
   holds (:func:`~dissensus.serve.queue_view.next_open`), or to the queue when none is left.
 * **Another answer.** Besides the options, the resolve bar has a text field for a
@@ -348,7 +350,11 @@ async def undo(request: Request) -> Response:
         return message(request, form.reviewer, 404, "not found", str(exc))
     except DissensusError as exc:
         status, text = refused_by(request, exc)
-        return case_page(request, review_id, form.reviewer, error=text, status=status)
+        here = str(form.data.get("from") or review_id)  # the page the reviewer is on
+        try:
+            return case_page(request, here, form.reviewer, error=text, status=status)
+        except UnknownItem:
+            return case_page(request, review_id, form.reviewer, error=text, status=status)
     return _back_to_case(request, review_id)
 
 
