@@ -309,3 +309,24 @@ def test_j_on_the_queue_opens_its_first_case_nobody_else_claimed(desk: Desk) -> 
     page.keyboard.press("j")
     _on_case(desk, page, b)
     page.context.close()
+
+
+def test_a_claim_shown_on_a_case_page_ends_there_when_it_expires(desk: Desk) -> None:
+    """A case page left open kept saying "claimed by r1 until ..." after the claim had
+    ended, until a reload; the page now says the case is open when the claim expires."""
+    expect = desk.sync_api.expect
+    run, (a,) = desk.submit([escalating("ce-0")])
+    with desk.api("tok-r1") as api:
+        assert api.post(f"/v1/review/{a}/claim").status_code == 200
+    page = desk.page()
+    page.clock.install()
+    page.goto(f"{desk.base}/review/case/{a}?run={run}")
+    _on_case(desk, page, a)
+    status = page.locator("#case-status")
+    expect(status).to_contain_text("claimed")
+    page.clock.run_for(600_000)
+    expect(status).to_contain_text("claimed")  # within the claim's 900 s it stays
+    page.clock.run_for(301_000)
+    expect(status).to_contain_text("open")
+    expect(status).not_to_contain_text("claimed")
+    page.context.close()

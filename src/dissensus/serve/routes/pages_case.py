@@ -36,6 +36,9 @@ Choices this module makes:
   A window longer than a browser's timer can wait (:data:`TIMER_MS_MAX`, about 24.8
   days: ``--undo-window`` takes up to ten years) sends no such number, and the button
   stays: a longer delay would have fired at once and taken it away at once.
+  A claim shown on a case page ends there when it expires (``data-claim-left-ms``): the
+  status says the case is open again and the holder's "give up claim" goes, so a page
+  left open does not show a claim that holds nothing.
   A page left open used to keep the button: pressed later, it was refused and sent the
   reviewer from the case they were on to the one it named. An undo refused all the same
   (sent in the window's last moment, or from a second tab) is said on the page of the
@@ -150,6 +153,7 @@ def case_page(
     )
     undo_window = service.settings.undo_window_s
     undo = desk.last_resolution(who.principal.name, undo_window)
+    claim = desk.live_claim(review_id) if resolution is None else None
     return case_render(
         request,
         who,
@@ -171,7 +175,8 @@ def case_page(
         # early version journalled without fields the model now defaults hashes otherwise.
         sha256=found.content_sha256 or content_sha256(item),
         resolution=resolution,
-        claim=desk.live_claim(review_id) if resolution is None else None,
+        claim=claim,
+        claim_left_ms=None if claim is None else _ms_until(claim.expires),
         history=desk.history(review_id),
         prev_id=prev_id,
         next_id=next_id,
@@ -197,7 +202,16 @@ fires at once."""
 def _left_ms(at: str, window_s: float) -> int | None:
     """Milliseconds left of the undo window of a resolution journalled ``at``; ``None``
     when more than a browser's timer can wait (the page then keeps the button)."""
-    ends = datetime.fromisoformat(at).timestamp() + window_s
+    return _ms_to(datetime.fromisoformat(at).timestamp() + window_s)
+
+
+def _ms_until(expires: str) -> int | None:
+    """Milliseconds until a claim that ``expires`` (ISO time) ends; ``None`` when more
+    than a browser's timer can wait (the page then says the claim until a reload)."""
+    return _ms_to(datetime.fromisoformat(expires).timestamp())
+
+
+def _ms_to(ends: float) -> int | None:
     left = (ends - datetime.now(UTC).timestamp()) * 1000
     if not left < TIMER_MS_MAX:  # an infinite window too
         return None

@@ -9,7 +9,8 @@
 //   page's next-link), c claim, r give up your claim, u u undo your last resolution (the first u asks,
 //   naming the case; a second u within UNDO_MS undoes, any other key cancels), a audit an
 //   automatic decision, ? keys help. The undo button (and so u u) goes when the undo
-//   window ends (the page says how many milliseconds are left of it).
+//   window ends (the page says how many milliseconds are left of it), and a claim shown
+//   on the page ends there when it expires.
 //
 // Typing ahead: while a page is loading (a resolve, a j/k move) keys are queued, not
 // lost and not typed into a field; once the next page has settled they are replayed in
@@ -95,6 +96,27 @@
       if (box) { box.remove(); }
       form.remove();
       if (focused) { toHeading(); }
+    }, Math.max(0, left));
+  }
+  // A claim shown on the page ends there when it expires (the page says how many
+  // milliseconds are left of it): the case is open again, and the holder's "give up
+  // claim" goes.
+  function expireClaim() {
+    var status = document.getElementById("case-status");
+    var left = status ? parseInt(status.getAttribute("data-claim-left-ms"), 10) : NaN;
+    if (isNaN(left)) { return; }
+    setTimeout(function () {
+      if (!status.isConnected) { return; }  // another page is shown by now
+      var open = document.createElement("b");
+      open.textContent = "open";
+      status.replaceChildren(open, document.createTextNode(" (the claim ended)"));
+      status.removeAttribute("data-claim-left-ms");
+      var release = document.getElementById("release-form");
+      if (release) {
+        var focused = release.contains(document.activeElement);
+        release.remove();
+        if (focused) { toHeading(); }
+      }
     }, Math.max(0, left));
   }
   function clickById(id) {
@@ -442,6 +464,10 @@
       }
     }
   }
-  document.addEventListener("htmx:afterSettle", function () { localTimes(document); expireUndo(); });
-  document.addEventListener("DOMContentLoaded", function () { localTimes(document); expireUndo(); });
+  document.addEventListener("htmx:afterSettle", function () {
+    localTimes(document); expireUndo(); expireClaim();
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    localTimes(document); expireUndo(); expireClaim();
+  });
 })();
