@@ -105,6 +105,16 @@ def serve_command(
             help="Seconds a review page login lasts, from the login on.",
         ),
     ] = 8 * 3600.0,
+    login_failures: Annotated[
+        int,
+        typer.Option(
+            "--login-failures",
+            min=0,
+            max=1_000_000,
+            help="Unknown tokens one client address may present in a minute; then its "
+            "tokens are refused (429) unchecked until the minute has passed (0: no limit).",
+        ),
+    ] = 20,
     max_agents: Annotated[
         int,
         typer.Option(
@@ -183,6 +193,7 @@ def serve_command(
         request_timeout_s=timeout,
         claim_ttl_s=claim_ttl,
         session_ttl_s=session_ttl,
+        login_failures=login_failures,
         max_agents=max_agents,
         max_field_chars=max_field_chars,
         allow_hosts=tuple(allow_host or ()),
