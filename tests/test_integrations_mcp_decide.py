@@ -451,3 +451,63 @@ def test_the_servers_own_policy_and_journal_are_checked_before_it_serves(tmp_pat
     assert missing.code == 2 and "cannot read policy" in missing.err, missing.err
     foreign = cli("mcp", "--journal", notes, stdin=b"")
     assert foreign.code == 2 and "not a dissensus journal" in foreign.err, foreign.err
+
+
+def test_a_run_stopped_after_its_record_is_named_unfinished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A panel whose record was made but whose run then stopped (its deadline passed
+    after the record) is decided and journalled; the answer says its run is unfinished
+    and how to end it, where it used to return the record as if the run had ended."""
+    pytest.importorskip("mcp")
+    from dissensus.integrations.mcp import tools_decide
+    from dissensus.pipeline import DeadlineReached
+
+    real = tools_decide.execute_run
+
+    async def stops_after_the_record(store: Any, run_id: str, **kwargs: Any) -> Any:
+        async for record in real(store, run_id, **kwargs):
+            yield record
+            if record.id == "p-agree":
+                raise DeadlineReached(
+                    f"run {run_id} reached its deadline (0.5 s): resume with: "
+                    f"dissensus runs resume {run_id}"
+                )
+
+    monkeypatch.setattr(tools_decide, "execute_run", stops_after_the_record)
+    (decided,) = _calls(tmp_path, [("decide", {"panels": [_conflict(), _agree()]})])
+    assert not decided.is_error, tool_text(decided)
+    answer = decided.structured_content
+    assert set(answer) == {"result", "unfinished"}
+    assert [r["id"] for r in answer["result"]] == ["p-conflict", "p-agree"]
+    (unfinished,) = answer["unfinished"]
+    assert unfinished["index"] == 1 and unfinished["id"] == "p-agree"
+    assert unfinished["error"].endswith(f"dissensus runs resume {unfinished['run_id']}")
+
+
+def test_every_run_with_a_record_has_ended_or_is_named_unfinished(tmp_path: Path) -> None:
+    """Under deadlines around a panel's decision time, a record's run either ended or is
+    in ``unfinished``, never a record answered from a run left partial unsaid."""
+    pytest.importorskip("mcp")
+    from dissensus.integrations.mcp.tools_decide import _decide_panels
+    from dissensus.pipeline import RunSpec
+    from dissensus.types import Panel
+
+    panels = [Panel.model_validate(_agree())]
+    for i in range(30):
+        deadline = 10 ** (-4 + i / 10)  # 0.1 ms to 80 ms
+        policy = tmp_path / f"p{i}.yaml"
+        policy.write_text(
+            yaml.safe_dump({"reading": {"similarity": "tfidf"}, "deadline_s": deadline}),
+            encoding="utf-8",
+        )
+        store = Journal(str(tmp_path / f"j{i}.sqlite"))
+        answer = asyncio.run(_decide_panels(store, RunSpec.from_policy(str(policy)), panels, str))
+        unfinished = {u.run_id for u in answer.unfinished}
+        rejected = {r.run_id for r in answer.rejects}
+        for run in store.runs():
+            ended = any(e.type == "run.finished" for e in store.events(run.run_id))
+            if answer.result and run.run_id not in rejected:
+                assert ended or run.run_id in unfinished, (deadline, answer)
+            else:
+                assert not ended and run.run_id not in unfinished

@@ -105,6 +105,35 @@ def serve_command(
             help="Seconds a review page login lasts, from the login on.",
         ),
     ] = 8 * 3600.0,
+    login_failures: Annotated[
+        int,
+        typer.Option(
+            "--login-failures",
+            min=0,
+            max=1_000_000,
+            help="Unknown tokens one client address may present in a minute; then its "
+            "tokens are refused (429) unchecked until the minute has passed (0: no limit).",
+        ),
+    ] = 20,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections",
+            min=1,
+            max=1_000_000,
+            help="Most connections open at once; a further one is answered 503 and closed.",
+        ),
+    ] = 1024,
+    max_connections_per_address: Annotated[
+        int,
+        typer.Option(
+            "--max-connections-per-address",
+            min=1,
+            max=1_000_000,
+            help="Most connections one client address may hold open (503 above); behind a "
+            "reverse proxy every client has the proxy's address.",
+        ),
+    ] = 128,
     max_agents: Annotated[
         int,
         typer.Option(
@@ -183,6 +212,9 @@ def serve_command(
         request_timeout_s=timeout,
         claim_ttl_s=claim_ttl,
         session_ttl_s=session_ttl,
+        login_failures=login_failures,
+        max_connections=max_connections,
+        max_connections_per_address=max_connections_per_address,
         max_agents=max_agents,
         max_field_chars=max_field_chars,
         allow_hosts=tuple(allow_host or ()),
@@ -217,7 +249,9 @@ def serve_command(
             application.state.service.runner,
             sock=sock,
             shutdown_s=shutdown_s,
-            head_timeout_s=application.state.service.settings.request_timeout_s,
+            head_timeout_s=settings.request_timeout_s,
+            max_connections=settings.max_connections,
+            max_connections_per_address=settings.max_connections_per_address,
         )
     raise typer.Exit(code=EXIT_OK)
 

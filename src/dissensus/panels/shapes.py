@@ -40,6 +40,7 @@ Choices this module makes:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
@@ -96,6 +97,7 @@ class ChatError(Exception):
         param: str | None = None,
         code: str | None = None,
         fields: JsonObject | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -105,6 +107,8 @@ class ChatError(Exception):
         self.code = code
         self.fields = fields
         """Top-level fields the body carries beside ``error`` (a case it names)."""
+        self.headers = dict(headers or {})
+        """Headers the answer carries (a throttled login's ``Retry-After``)."""
 
     def body(self) -> JsonObject:
         """``{"error": {"message", "type", "param", "code"}}`` (and :attr:`fields`)."""

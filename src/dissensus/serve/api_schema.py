@@ -177,7 +177,7 @@ class OpenAIError(BaseModel):
     message: str
     type: str
     """``invalid_request_error``, ``authentication_error`` (401), ``permission_error``
-    (403) or ``server_error`` (5xx)."""
+    (403), ``rate_limit_error`` (429) or ``server_error`` (5xx)."""
     param: str | None
     """The field at fault (the service's ``field``), or ``null``."""
     code: str | None
@@ -206,6 +206,8 @@ _SAID = {
     "deep or empty (`field`: `<json>`, `<encoding>`, `<depth>`, `<body>`), or a header "
     "sent twice (`Host`, `Origin`, `Content-Type`, `Authorization`, ...).",
     401: "No bearer token, or an unknown one (`WWW-Authenticate: Bearer`).",
+    429: "Too many unknown tokens from the caller's address within a minute "
+    "(`Retry-After`): the token was not checked.",
     403: "The token's role does not allow the endpoint, a `Host` the server does not "
     "answer to, or a write from another origin.",
     404: "No such run, review item, case or model.",
@@ -229,9 +231,10 @@ _SAID = {
 }
 """What a refusal of each status means, in the schema's words (``docs/serve.md``, Errors)."""
 
-AUTHED = (400, 401, 403, 500)
+AUTHED = (400, 401, 403, 429, 500)
 """What any request with a token may be answered: a header sent twice, no or an unknown
-token, a role, ``Host`` or origin refused, an unexpected failure."""
+token, a role, ``Host`` or origin refused, too many unknown tokens from the address, an
+unexpected failure."""
 
 BODY = (400, 408, 413, 415, 422)
 """What a request with a JSON body may be answered besides: a body that cannot be read,

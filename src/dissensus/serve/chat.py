@@ -132,7 +132,7 @@ MODEL: JsonObject = {"id": MODEL_ID, "object": "model", "created": 0, "owned_by"
 
 router = APIRouter(tags=["chat"])
 
-_AUTH_TYPES = {401: "authentication_error", 403: "permission_error"}
+_AUTH_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
 
 
 def install(
@@ -197,10 +197,12 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 def _error(exc: ChatError, *, keyed: bool = False) -> Response:
     """OpenAI's error body of ``exc``, with the headers its code asks for (``keyed``: the
     request has an idempotency key, so sending it again answers its case)."""
-    headers: dict[str, str] = {}
+    headers: dict[str, str] = dict(exc.headers)
     if exc.status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    if exc.code in NO_RETRY:
+    if exc.code in NO_RETRY or exc.status == 429:
+        # 429: too many unknown tokens from the address (dissensus.serve.throttle); an
+        # SDK sending the same key again after Retry-After would most likely fail again.
         headers["x-should-retry"] = "false"
     elif exc.code in (SHUTTING_DOWN, "idempotency_key_in_use", "tokens_unavailable"):
         headers["x-should-retry"] = "true"
@@ -263,7 +265,9 @@ def _timeout_note(case_id: str, run_id: str, *, keyed: bool = False) -> TimeoutN
 
 
 def _authorise(request: Request) -> Principal:
-    """The caller's principal with the ``submit`` role, or a :class:`ChatError` (401 / 403)."""
+    """The caller's principal with the ``submit`` role, or a :class:`ChatError` (401 / 403;
+    429 after too many unknown tokens from the address; 503 while the tokens file does
+    not load)."""
     service = request.app.state.service
     try:
         principal: Principal = service.authenticate(request)
@@ -277,7 +281,12 @@ def _authorise(request: Request) -> Principal:
             ),
             param="Authorization",  # as the service's own body names the field
             # 503: the tokens file does not load (dissensus.serve.auth); retried by SDKs
-            code={401: "invalid_api_key", 503: "tokens_unavailable"}.get(status, "forbidden"),
+            code={
+                401: "invalid_api_key",
+                429: "too_many_unknown_tokens",
+                503: "tokens_unavailable",
+            }.get(status, "forbidden"),
+            headers=getattr(exc, "headers", None) if status == 429 else None,
         ) from None
     if not allows(principal, "submit"):
         raise ChatError(

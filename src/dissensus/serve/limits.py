@@ -66,6 +66,7 @@ _OPENAI_CODES = {
     415: "unsupported_media_type",
     431: "request_header_too_large",
     422: "invalid_request",
+    429: "too_many_unknown_tokens",
     500: "internal",
     503: "unavailable",
     504: "timeout",
@@ -100,6 +101,8 @@ def openai_type(status: int) -> str:
         return "authentication_error"
     if status == 403:
         return "permission_error"
+    if status == 429:
+        return "rate_limit_error"
     return "server_error" if status >= 500 else "invalid_request_error"
 
 

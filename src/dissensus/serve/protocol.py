@@ -63,6 +63,20 @@ Choices this module makes:
   path yet, so the refusal is the service's. The parser hands the target over when the
   space after it is read, and, when a packet ends inside the target, the part that
   arrived at the end of the packet: a part that ends its packet is taken as unfinished.
+* **Open connections are bounded**, in all (``--max-connections``, default
+  :data:`MAX_CONNECTIONS`) and per client address (``--max-connections-per-address``,
+  default :data:`MAX_CONNECTIONS_PER_ADDRESS`; an IPv6 address counts by its /64, as
+  :func:`~dissensus.serve.throttle.address_key` counts it). The head limit closes a
+  silent connection after ``--timeout``, but a client opening a few hundred a second
+  held every file descriptor the process may have meanwhile, and each connection costs
+  the server its buffers. A connection past either bound is answered at once, before
+  its request is read, ``503`` naming ``<connection>`` with ``Retry-After: 1`` (the
+  service's error body: no path has arrived), then ends as a refusal while the client
+  still sends does (it lingers :data:`LINGER_S`, then closes). The address is the
+  connection's peer: behind a reverse proxy every client shares the proxy's, so raise
+  the per-address bound there. ``dissensus serve`` raises the process's soft limit on
+  open files towards the hard one when the bound needs it, and lowers the bound (with a
+  warning) when the hard limit is lower (:func:`connection_bound`).
 * **Every one of these refusals carries** ``Cache-Control: no-store`` **and**
   ``X-Content-Type-Options: nosniff`` (:data:`~dissensus.serve.no_store.API_HEADERS`),
   as every ``/v1`` answer does: they are written here, below the application and its
@@ -74,16 +88,39 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import urllib.parse
-from typing import Any
+from collections import Counter
+from typing import Any, ClassVar
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from dissensus.serve.limits import error_document
 from dissensus.serve.no_store import API_HEADERS
+from dissensus.serve.throttle import address_key
 
-__all__ = ["HEAD_MIN_S", "MAX_HEAD_BYTES", "MAX_PIPELINED", "head_timeout_protocol"]
+__all__ = [
+    "FILES_KEPT",
+    "HEAD_MIN_S",
+    "MAX_CONNECTIONS",
+    "MAX_CONNECTIONS_PER_ADDRESS",
+    "MAX_HEAD_BYTES",
+    "MAX_PIPELINED",
+    "connection_bound",
+    "head_timeout_protocol",
+]
+
+log = logging.getLogger("dissensus.serve")
+
+MAX_CONNECTIONS = 1024
+"""Open connections the server holds by default; a further one is refused 503."""
+
+MAX_CONNECTIONS_PER_ADDRESS = 128
+"""Open connections one client address may hold by default; a further one is refused 503."""
+
+FILES_KEPT = 128
+"""Open files kept out of the connections' reach (the journal, logs, the model clients)."""
 
 HEAD_MIN_S = 1.0
 """The shortest time a client gets to send a request head."""
@@ -103,9 +140,16 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
     """uvicorn's protocol, closing a connection whose request head is late (see the module)."""
 
     head_timeout_s = 60.0
+    max_connections = MAX_CONNECTIONS
+    max_per_address = MAX_CONNECTIONS_PER_ADDRESS
+    open_by_address: ClassVar[Counter[str]] = Counter()
+    """Open connections per client address (each protocol class made by
+    :func:`head_timeout_protocol` has its own)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._address: str | None = None
+        """The client address this connection counts under (``None``: not counted yet)."""
         self._head_timer: asyncio.TimerHandle | None = None
         self._packet = b""
         """The bytes the parser is reading (of the last ``data_received``)."""
@@ -125,11 +169,40 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm()
+        self._address = address_key(self.client[0] if self.client else None)
+        self.open_by_address[self._address] += 1
+        if len(self.connections) > self.max_connections:
+            self._refuse_connection(
+                f"the server holds its most connections ({self.max_connections})"
+            )
+        elif self.open_by_address[self._address] > self.max_per_address:
+            self._refuse_connection(
+                f"this address holds the most connections one may ({self.max_per_address})"
+            )
+        else:
+            self._arm()
+
+    def _refuse_connection(self, why: str) -> None:
+        """Answer a connection past a bound before reading anything of it (see the module)."""
+        self._discarding = True
+        self._refuse(
+            "503 Service Unavailable",
+            f"{why}: try again shortly",
+            "<connection>",
+            linger=True,
+            headers={"Retry-After": "1"},
+        )
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         self._unstall()
+        if self._address is not None:
+            left = self.open_by_address[self._address] - 1
+            if left > 0:
+                self.open_by_address[self._address] = left
+            else:
+                del self.open_by_address[self._address]
+            self._address = None
         super().connection_lost(exc)
 
     def pause_writing(self) -> None:
@@ -288,7 +361,15 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
             return ""
         return urllib.parse.unquote(path) if "%" in path else path
 
-    def _refuse(self, status: str, error: str, field: str, *, linger: bool = False) -> None:
+    def _refuse(
+        self,
+        status: str,
+        error: str,
+        field: str,
+        *,
+        linger: bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         """Answer ``status`` with the JSON error body of the request's path (OpenAI's on
         an OpenAI-compatible one), then close the connection. With ``linger`` (a client
         still sending), the answer is followed by the end of the server's side and what
@@ -296,7 +377,8 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
         unread bytes would reset the connection, and the client could lose the answer."""
         document = error_document(int(status.split()[0]), error, field, path=self._path())
         body = json.dumps(document).encode()
-        extra = "".join(f"{name.decode()}: {value.decode()}\r\n" for name, value in API_HEADERS)
+        sent = [(n.decode(), v.decode()) for n, v in API_HEADERS] + list((headers or {}).items())
+        extra = "".join(f"{name}: {value}\r\n" for name, value in sent)
         head = (
             f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}"
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
@@ -308,8 +390,54 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def head_timeout_protocol(seconds: float) -> type[HttpToolsProtocol]:
+def head_timeout_protocol(
+    seconds: float,
+    *,
+    max_connections: int = MAX_CONNECTIONS,
+    max_per_address: int = MAX_CONNECTIONS_PER_ADDRESS,
+) -> type[HttpToolsProtocol]:
     """uvicorn's ``httptools`` protocol with request heads limited to ``seconds`` (at
-    least :data:`HEAD_MIN_S`): pass it as ``uvicorn.Config(http=...)``."""
+    least :data:`HEAD_MIN_S`) and open connections bounded in all and per address: pass
+    it as ``uvicorn.Config(http=...)``."""
     limit = max(HEAD_MIN_S, float(seconds))
-    return type("HeadTimeoutProtocol", (_HeadTimeoutProtocol,), {"head_timeout_s": limit})
+    return type(
+        "HeadTimeoutProtocol",
+        (_HeadTimeoutProtocol,),
+        {
+            "head_timeout_s": limit,
+            "max_connections": max_connections,
+            "max_per_address": max_per_address,
+            "open_by_address": Counter(),
+        },
+    )
+
+
+def connection_bound(wanted: int) -> int:
+    """The most connections the process can hold, up to ``wanted``: the soft limit on
+    open files is raised towards the hard one when ``wanted`` and :data:`FILES_KEPT`
+    need more, and the bound is lowered (with one warning line) when even the hard
+    limit is too low. Where there are no such limits (not POSIX), ``wanted``."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return wanted
+    need = wanted + FILES_KEPT
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        raised = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return wanted
+    bound = max(1, soft - FILES_KEPT)
+    log.warning(
+        "warning: the process may open %d files: at most %d connections, not %d "
+        "(raise 'ulimit -n' for more)",
+        soft,
+        bound,
+        wanted,
+    )
+    return bound

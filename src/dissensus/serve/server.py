@@ -70,7 +70,12 @@ from dissensus.errors import ConfigError
 from dissensus.panels import PanelChat
 from dissensus.serve.app import STARTUP_ERROR, STARTUP_ERROR_DEFERRED
 from dissensus.serve.chat import start_warnings
-from dissensus.serve.protocol import head_timeout_protocol
+from dissensus.serve.protocol import (
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_ADDRESS,
+    connection_bound,
+    head_timeout_protocol,
+)
 from dissensus.serve.runs import Runner
 
 __all__ = [
@@ -201,10 +206,14 @@ def serve(
     sock: socket.socket,
     shutdown_s: int | None = None,
     head_timeout_s: float = 60.0,
+    max_connections: int = MAX_CONNECTIONS,
+    max_connections_per_address: int = MAX_CONNECTIONS_PER_ADDRESS,
 ) -> None:
     """Serve ``app`` on the bound ``sock`` (:func:`listen`) until SIGTERM / SIGINT, with
     ``shutdown_s`` seconds of graceful shutdown (default: :func:`graceful_shutdown_s`);
-    a request head must arrive within ``head_timeout_s`` (:mod:`.protocol`)."""
+    a request head must arrive within ``head_timeout_s``, and at most
+    ``max_connections`` are open, ``max_connections_per_address`` from one address
+    (:mod:`.protocol`; the first bound lowered to what the open-files limit allows)."""
     host, port = sock.getsockname()[:2]
     config = uvicorn.Config(
         app,
@@ -213,7 +222,11 @@ def serve(
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=graceful_shutdown_s() if shutdown_s is None else shutdown_s,
-        http=head_timeout_protocol(head_timeout_s),
+        http=head_timeout_protocol(
+            head_timeout_s,
+            max_connections=connection_bound(max_connections),
+            max_per_address=max_connections_per_address,
+        ),
     )
     state = getattr(app, "state", None)
     chat = getattr(state, "chat", None)

@@ -15,6 +15,7 @@ from dissensus.serve.journal_adapter import ReviewDesk, open_journal
 from dissensus.serve.runs import Runner
 from dissensus.serve.settings import ServeSettings
 from dissensus.serve.shift_watch import ShiftWatch
+from dissensus.serve.throttle import FailedLogins, throttled_message
 from dissensus.store.journal import Journal
 from dissensus.store.targets import mask_url
 
@@ -40,6 +41,7 @@ class Service:
             TokenFile(settings.tokens, check_s=settings.tokens_check_s) if settings.tokens else None
         )
         self.sessions = SessionStore(settings.session_ttl_s, tokens=self.tokens)
+        self.failed_logins = FailedLogins(settings.login_failures)
         reopen = _reopener(journal, settings.journal)
         self.runner = Runner(journal, self.spec, open_journal=reopen)
         self.shift_watch = ShiftWatch(
@@ -56,7 +58,9 @@ class Service:
 
     def authenticate(self, request: Request) -> Principal:
         """The bearer token's principal (401 without a valid one; 503 while the tokens
-        file does not load: every token is refused, and the client may try again)."""
+        file does not load: every token is refused, and the client may try again; 429,
+        the token not checked, after too many unknown ones from the caller's address:
+        :mod:`~dissensus.serve.throttle`)."""
         if self.tokens is None:
             return LOCAL
         header = request.headers.get("authorization", "")
@@ -65,11 +69,18 @@ class Service:
             raise ApiError(
                 401, "missing bearer token (Authorization: Bearer TOKEN)", "Authorization"
             )
+        peer = request.client.host if request.client is not None else None
+        wait = self.failed_logins.retry_after(peer)
+        if wait is not None:
+            raise ApiError(
+                429, throttled_message(wait), "Authorization", headers={"Retry-After": str(wait)}
+            )
         store = self.tokens.current()
         if store is None:
             raise ApiError(503, TOKENS_UNAVAILABLE, "Authorization", headers={"Retry-After": "1"})
         principal = store.authenticate(token.strip())
         if principal is None:
+            self.failed_logins.failed(peer)
             raise ApiError(401, "unknown token", "Authorization")
         return principal
 

@@ -47,6 +47,14 @@ class ServeSettings(BaseModel):
     tokens_check_s: float = Field(default=TOKENS_CHECK_S, ge=0)
     """Seconds between two looks at the tokens file for changes (0: at every request);
     see :class:`~dissensus.serve.auth.TokenFile`."""
+    login_failures: int = Field(default=20, ge=0)
+    """Unknown tokens one client address may present in a minute before its tokens are
+    refused (429) unchecked; 0: no limit (see :mod:`~dissensus.serve.throttle`)."""
+    max_connections: int = Field(default=1024, ge=1, le=1_000_000)
+    """Most connections open at once; a further one is answered 503 and closed
+    (:mod:`~dissensus.serve.protocol`)."""
+    max_connections_per_address: int = Field(default=128, ge=1, le=1_000_000)
+    """Most connections one client address may hold open at once (503 above)."""
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     """Largest request body accepted (413 above)."""
     max_panels: int = Field(default=1000, ge=1)

@@ -25,6 +25,19 @@ class PanelReject(BaseModel):
     error: str
 
 
+class UnfinishedRun(BaseModel):
+    """A panel of a ``decide`` call whose record was made (it is under ``result``,
+    journalled) but whose run then stopped before it ended: its policy's ``deadline_s``
+    passed, or an error came after the record. The run reads ``incomplete`` in ``runs
+    list``; ``error`` says why and gives the ``dissensus runs resume`` command that ends
+    it (nothing is decided again)."""
+
+    index: int
+    id: str
+    run_id: str
+    error: str
+
+
 def _empty(value: list[Any]) -> bool:
     return not value
 
@@ -36,3 +49,6 @@ class DecideResult(BaseModel):
 
     result: list[CaseRecord]
     rejects: list[PanelReject] = Field(default_factory=list, exclude_if=_empty)
+    unfinished: list[UnfinishedRun] = Field(default_factory=list, exclude_if=_empty)
+    """Panels whose record is under ``result`` but whose run did not end (left out when
+    every run ended)."""

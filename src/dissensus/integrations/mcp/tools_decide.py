@@ -13,7 +13,7 @@ from pydantic import Field
 from dissensus.errors import ConfigError, DissensusError
 from dissensus.integrations.mcp.arguments import JournalArg, PolicyArg
 from dissensus.integrations.mcp.errors import _message, _reported
-from dissensus.integrations.mcp.results import DecideResult, PanelReject
+from dissensus.integrations.mcp.results import DecideResult, PanelReject, UnfinishedRun
 from dissensus.integrations.mcp.settings import _Settings
 from dissensus.io.jsonl import Reject
 from dissensus.pipeline import DeadlineReached, RunSpec, execute_run
@@ -35,7 +35,9 @@ async def _decide_panels(
     makes it (the run created by its first write, the case decided by the CLI's loop),
     keeping what ``adecide`` drops: a panel the run refuses, or whose run stops on an
     error of the library's own, is a :class:`PanelReject` with its field path, and the
-    panels after it are decided all the same. A journal that fails, or an unexpected
+    panels after it are decided all the same; a panel whose record was made before its run
+    stopped is an :class:`UnfinishedRun` (its record under ``result``, its run named, with
+    the command that ends it). A journal that fails, or an unexpected
     error, after the first panel ends the call with an error naming the panels done. A
     reject's message names the journal by ``named`` (as the caller named it). After each
     run, the server's shift watch of ``store`` and the file (``watch``) is stepped, off
@@ -55,7 +57,11 @@ async def _decide_panels(
                 answer.result.append(record)
                 decided = True
         except DeadlineReached as exc:  # the run stopped: partial, resumable
-            if not decided:
+            if decided:
+                answer.unfinished.append(
+                    UnfinishedRun(index=index, id=shown, run_id=run_id, error=named(str(exc)))
+                )
+            else:
                 answer.rejects.append(
                     PanelReject(
                         index=index, id=shown, run_id=run_id, field=None, error=named(str(exc))
@@ -68,7 +74,11 @@ async def _decide_panels(
             # retry sends only the rest (else their review items would open twice).
             raise JournalError(_not_all(exc, index, panel, runs)) from None
         except DissensusError as exc:  # this panel's run stopped (resumable): the others go on
-            if not decided:
+            if decided:
+                answer.unfinished.append(
+                    UnfinishedRun(index=index, id=shown, run_id=run_id, error=named(_message(exc)))
+                )
+            else:
                 field = exc.field if isinstance(exc, ConfigError) else None
                 answer.rejects.append(
                     PanelReject(
@@ -119,7 +129,9 @@ def add_decide_tool(server: MCPServer, settings: _Settings) -> None:
         """Decide every panel (read -> guard -> route -> protocol -> record), each a
         journalled run: the records under ``result``, in panel order; a panel that is
         refused (over a bound, say) is in ``rejects`` (index, id, run_id, field, error),
-        the others decided all the same."""
+        the others decided all the same; a panel whose record was made but whose run
+        then stopped (its policy's deadline) is also in ``unfinished`` (index, id,
+        run_id, error with the resume command)."""
         # A plain function: the SDK runs it in a worker thread, where the runs are decided
         # on an event loop of its own, so a journal locked elsewhere never stops the server.
         spec = settings.spec(policy)

@@ -4,7 +4,9 @@ The token is posted in a form (never in a URL) with a double-submit CSRF token b
 pre-session cookie; success opens a session (:mod:`dissensus.serve.pages`) and goes to
 the page the reviewer was sent from (``next``, a path of the review site only:
 :func:`~dissensus.serve.pages.safe_next`), else the queue. Without a tokens file there is
-no login: the login page sends the reviewer there at once.
+no login: the login page sends the reviewer there at once. An unknown token counts
+against the address it came from, as a bearer token does: after too many in a minute
+the form answers ``429`` without checking the token (:mod:`dissensus.serve.throttle`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dissensus.serve.pages import (
     session_of,
     set_session,
 )
+from dissensus.serve.throttle import throttled_message
 
 __all__ = ["router"]
 
@@ -88,6 +91,20 @@ async def login(request: Request) -> Response:
             next=back,
         )
     token = str(form.get("token", "")).strip()
+    peer = request.client.host if request.client is not None else None
+    wait = service.failed_logins.retry_after(peer) if token else None
+    if wait is not None:  # not checked at all: see dissensus.serve.throttle
+        throttled = render(
+            "login.html",
+            429,
+            title="log in",
+            principal=None,
+            csrf=service.sessions.csrf(pre),
+            error=throttled_message(wait),
+            next=back,
+        )
+        throttled.headers["Retry-After"] = str(wait)
+        return throttled
     principal = service.tokens.authenticate(token) if service.tokens is not None and token else None
     if principal is None or not allows(principal, "review"):
         if principal is not None:
@@ -97,6 +114,8 @@ async def login(request: Request) -> Response:
             status, message = 503, TOKENS_UNAVAILABLE  # every token refused for now
         else:
             status, message = 401, "unknown token"
+            if token:
+                service.failed_logins.failed(peer)
         return render(
             "login.html",
             status,
