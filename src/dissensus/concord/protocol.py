@@ -222,15 +222,16 @@ class Negotiation:
         self._agents = {a.id: a for a in agents}
         self._rejected = rejected
         self._ideal = ideal
-        self.floor = floor
-        self.margin = margin
-        self._rounds = rounds
+        # Plain float and int (a NumPy scalar given is kept out of the record).
+        self.floor = float(floor)
+        self.margin = float(margin)
+        self._rounds = int(rounds)
         self._rule: SelectionRule = rule
         self._options = list(options)
         self._problem = problem
         self._edges = None if edges is None else [(a, b) for a, b in edges]
         self._regime = Regime(self._order, self._edges)
-        self._deadline_s = deadline_s
+        self._deadline_s = None if deadline_s is None else float(deadline_s)
         self._clock = clock
         self._started = 0.0
         self._cancelled = False
@@ -239,7 +240,7 @@ class Negotiation:
         self._ended = False
         # cancel() from another thread against the run attaching and leaving its loop
         self._control = threading.RLock()
-        self.bound = compute_bound(len(self._regime.covered), rounds)
+        self.bound = compute_bound(len(self._regime.covered), self._rounds)
         # run state
         self._anchors: dict[str, Anchors] = {}
         self._anchor_fault: dict[str, str] = {}
