@@ -180,3 +180,26 @@ def test_numpy_and_fraction_controls_are_numbers_and_the_record_is_plain_json() 
     )
     assert numpy.status == plain.status
     assert json.dumps(numpy.model_dump(mode="json")) == json.dumps(plain.model_dump(mode="json"))
+
+
+def test_two_agents_proposing_one_text_without_ids_table_one_candidate() -> None:
+    """Two LLM agents writing the same plan, without ids, used to table two candidates,
+    and every agent scored the one outcome twice (each score a paid call)."""
+    from concord_helpers import HashAgent as Base
+
+    class Same(Base):
+        async def propose(self, view: Any) -> Outcome | None:
+            return Outcome(text="Roll back the release and page the owner.")
+
+    agents = [Same("a0", 1), Same("a1", 2), Same("a2", 3)]
+    record = negotiate_sync(agents, rejected=REJECTED, ideal=IDEAL, floor=0.0, rounds=0, options=[])
+    tabled = [c for c in record.candidates if c.text.startswith("Roll back")]
+    assert [c.author for c in tabled] == ["a0"]
+    notes = [n for step in record.trajectory for n in step.notes]
+    assert "a1 proposed C1, already tabled by a0; merged" in notes
+    assert "a2 proposed C1, already tabled by a0; merged" in notes
+    from dissensus.concord import verify
+
+    assert verify(record.model_dump(mode="json")).valid
+    # each agent scored the plan once
+    assert record.spent.evaluations == len(agents) * len(record.candidates)

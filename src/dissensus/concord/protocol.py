@@ -74,7 +74,9 @@ Choices this module makes:
   kind ``connection``, read from the exception's ``kind``, never from its text), beside
   :attr:`Negotiation.model_calls`; the CLI exits 1 only when they are equal and not 0.
 * **Proposals** naming an option already tabled (same id and text) are merged into
-  that candidate; an id that collides with another outcome is replaced by ``C<k>``,
+  that candidate, and so is a proposal without an id whose text is exactly a tabled
+  candidate's (two LLM agents writing the same plan: scoring it twice would spend
+  every agent's calls on one outcome); an id that collides with another outcome is replaced by ``C<k>``,
   and a blank id (``""``) is no id: the candidate is named ``C<k>`` (a record whose
   candidate id is empty would read as one without a leader).
   Both are reported in the round's notes. Evaluations count agent x candidate scores
@@ -438,6 +440,13 @@ class Negotiation:
             notes.append(
                 f"{author} proposed {existing.id}, already tabled by {existing.author}; merged"
             )
+            return None
+        same = next((c for c in self._cands if c.text == outcome.text), None)
+        if cid is None and same is not None:
+            # No id, the text of a candidate already tabled: the same proposal (two
+            # LLM agents writing one plan), not a second candidate to score again. The
+            # note is the one a merge by id makes, which every verifier reads.
+            notes.append(f"{author} proposed {same.id}, already tabled by {same.author}; merged")
             return None
         if cid is None or cid in taken:
             k = len(self._cands) + 1
