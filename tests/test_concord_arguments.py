@@ -53,6 +53,9 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     "rounds str": ({"rounds": "3"}, "rounds", "rounds must be an integer, got str"),
     "rounds float": ({"rounds": 2.5}, "rounds", "rounds must be an integer, got float"),
     "rounds whole float": ({"rounds": 2.0}, "rounds", "got float"),
+    "floor huge int": ({"floor": 10**400}, "floor", "floor must lie in [0, 1]"),
+    "margin huge int": ({"margin": -(10**400)}, "margin", "margin must lie in [0, 1]"),
+    "deadline huge int": ({"deadline_s": 10**400}, "deadline_s", "finite number >= 0"),
     "rounds None": ({"rounds": None}, "rounds", "got NoneType"),
     "agents None": ({"agents": None}, "agents", "expected a sequence of agents"),
     "agents str": ({"agents": "a0a1"}, "agents", "got str"),
@@ -146,3 +149,57 @@ def test_negotiate_names_its_keyword_arguments() -> None:
         assert all(params[n].default == init[n].default for n in params)
     with pytest.raises(TypeError, match="bogus"):
         negotiate_sync(_agents(), rejected=REJECTED, ideal=IDEAL, floor=0.5, bogus=1)  # type: ignore[call-arg]
+
+
+def test_numpy_and_fraction_controls_are_numbers_and_the_record_is_plain_json() -> None:
+    """A floor computed with NumPy (``np.float32(0.5)``), a ``Fraction`` margin and a
+    NumPy round budget are taken as the numbers they are; they were refused as not
+    numbers, though scores take any real number. The certificate holds plain floats."""
+    import json
+    from fractions import Fraction
+
+    import numpy as np
+
+    agents = [
+        TableAgent("a", {"R": 0, "I": 10, "o0": 8}),
+        TableAgent("b", {"R": 0, "I": 10, "o0": 9}),
+    ]
+    kwargs: dict[str, Any] = {
+        "rejected": Outcome(id="R", text="r"),
+        "ideal": Outcome(id="I", text="i"),
+        "options": [Outcome(id="o0", text="o")],
+    }
+    plain = negotiate_sync(agents, floor=0.5, margin=0.25, rounds=2, deadline_s=60.0, **kwargs)
+    numpy = negotiate_sync(
+        agents,
+        floor=np.float32(0.5),
+        margin=Fraction(1, 4),
+        rounds=np.int64(2),
+        deadline_s=np.float64(60.0),
+        **kwargs,
+    )
+    assert numpy.status == plain.status
+    assert json.dumps(numpy.model_dump(mode="json")) == json.dumps(plain.model_dump(mode="json"))
+
+
+def test_two_agents_proposing_one_text_without_ids_table_one_candidate() -> None:
+    """Two LLM agents writing the same plan, without ids, used to table two candidates,
+    and every agent scored the one outcome twice (each score a paid call)."""
+    from concord_helpers import HashAgent as Base
+
+    class Same(Base):
+        async def propose(self, view: Any) -> Outcome | None:
+            return Outcome(text="Roll back the release and page the owner.")
+
+    agents = [Same("a0", 1), Same("a1", 2), Same("a2", 3)]
+    record = negotiate_sync(agents, rejected=REJECTED, ideal=IDEAL, floor=0.0, rounds=0, options=[])
+    tabled = [c for c in record.candidates if c.text.startswith("Roll back")]
+    assert [c.author for c in tabled] == ["a0"]
+    notes = [n for step in record.trajectory for n in step.notes]
+    assert "a1 proposed C1, already tabled by a0; merged" in notes
+    assert "a2 proposed C1, already tabled by a0; merged" in notes
+    from dissensus.concord import verify
+
+    assert verify(record.model_dump(mode="json")).valid
+    # each agent scored the plan once
+    assert record.spent.evaluations == len(agents) * len(record.candidates)

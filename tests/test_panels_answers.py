@@ -71,3 +71,32 @@ def test_schema_is_an_enum_when_options_are_given() -> None:
     assert schema["properties"]["decision"]["enum"] == ["yes", "no"]
     assert schema["required"] == ["decision", "reasoning"]
     assert "enum" not in verdict_schema(PanelSettings())["properties"]["decision"]
+
+
+def test_one_answer_spelt_with_invisible_or_fullwidth_characters_is_one_decision() -> None:
+    """Members answering ``yes`` with a zero-width space, a soft hyphen, a byte order mark
+    or in fullwidth letters gave four decisions where there was one, a disagreement
+    nobody had; with options set, they abstained. Letters of another script stay apart."""
+    free = PanelSettings(answer="structured")
+    spellings = ["yes", "yes\u200b", "y\u00ades", "\ufeffyes", "\uff59\uff45\uff53", "YES\u2060"]
+    for spelling in spellings:
+        text = json.dumps({"decision": spelling, "reasoning": "r"})
+        assert read_answer(text, free).decision == "yes", spelling
+        assert read_answer(text, PanelSettings(options=OPTIONS)).decision == "yes", spelling
+    cyrillic = json.dumps({"decision": "y\u0435s", "reasoning": "r"})
+    assert read_answer(cyrillic, free).decision == "y\u0435s"
+    assert read_answer(cyrillic, PanelSettings(options=OPTIONS)).decision is None
+
+
+@given(
+    text=st.text(
+        st.one_of(
+            st.characters(),
+            st.sampled_from("a\u0301\u030c\u200b\u00ad\ufeffJj\u01f0\u00df\uff21 \u00a0"),
+        ),
+        max_size=40,
+    )
+)
+def test_the_normal_form_is_a_fixed_point(text: str) -> None:
+    once = normalise_label(text)
+    assert normalise_label(once) == once

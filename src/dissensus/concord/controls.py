@@ -10,8 +10,11 @@ place (``topology.edges.I`` in a problem file, ``edges.I`` in the API).
 
 Choices this module makes: the Python API's arguments are checked for their
 kind before any agent is called (:func:`check_arguments`), as a problem file's are by
-its schema. A number is an ``int`` or a ``float``, never a ``bool`` or a string, and the
-round budget an ``int``; the agents are a sequence (not a string) of
+its schema. A number is any real number (``int``, ``float``, a NumPy scalar, a
+``Fraction``: :class:`numbers.Real`), never a ``bool`` or a string, and the round budget
+any integer (:class:`numbers.Integral`, a NumPy integer too); :class:`Negotiation` keeps
+them as ``float`` and ``int``, so the record is plain JSON. An integer too large for a
+float is out of range, not an ``OverflowError``; the agents are a sequence (not a string) of
 :class:`~dissensus.concord.agent.NegotiationAgent` with string ids; the anchors and the
 options are :class:`~dissensus.concord.agent.Outcome` instances (a dict or an id string
 is refused, not read), and the two anchors differ (equal anchors, or two anchors with
@@ -23,6 +26,7 @@ or as an internal error after the run.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 from dissensus.concord.agent import NegotiationAgent, Outcome
@@ -30,7 +34,7 @@ from dissensus.concord.rules import RULES
 from dissensus.errors import ConfigError
 from dissensus.io.limits import MAX_AGENTS
 
-__all__ = ["MAX_AGENTS", "MAX_ROUNDS", "check_arguments", "check_controls"]
+__all__ = ["MAX_AGENTS", "MAX_ROUNDS", "as_real", "check_arguments", "check_controls"]
 
 MAX_ROUNDS = 1000
 """Largest round budget (repair rounds) of one negotiation."""
@@ -57,17 +61,17 @@ def check_controls(
             raise fail(f"{name} must be a number, got {type(value).__name__}", name)
     if floor is None:
         raise fail("floor must be a number, got NoneType", "floor")
-    if isinstance(rounds, bool) or not isinstance(rounds, int):
+    if isinstance(rounds, bool) or not isinstance(rounds, numbers.Integral):
         raise fail(f"rounds must be an integer, got {type(rounds).__name__}", "rounds")
-    if not (math.isfinite(floor) and 0.0 <= floor <= 1.0):
+    if not (math.isfinite(value := as_real(floor)) and 0.0 <= value <= 1.0):
         raise fail(f"floor must lie in [0, 1], got {floor}", "floor")
-    if not (math.isfinite(margin) and 0.0 <= margin <= 1.0):
+    if not (math.isfinite(value := as_real(margin)) and 0.0 <= value <= 1.0):
         raise fail(f"margin must lie in [0, 1], got {margin}", "margin")
     if rounds < 0:
         raise fail(f"rounds must be >= 0, got {rounds}", "rounds")
     if rounds > MAX_ROUNDS:
         raise fail(f"rounds must be at most {MAX_ROUNDS}, got {rounds}", "rounds")
-    if deadline_s is not None and not (math.isfinite(deadline_s) and deadline_s >= 0):
+    if deadline_s is not None and not (math.isfinite(value := as_real(deadline_s)) and value >= 0):
         # checked before any agent is asked: a NaN deadline ran every (paid) call and then
         # failed to record the run
         raise fail(f"deadline_s must be a finite number >= 0, got {deadline_s}", "deadline_s")
@@ -87,7 +91,16 @@ def check_controls(
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def as_real(value: float) -> float:
+    """``value`` as a ``float``; ``nan`` for an integer too large for one (out of every
+    range), so a check refuses it rather than raising ``OverflowError``."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.nan
 
 
 def check_arguments(

@@ -74,7 +74,9 @@ Choices this module makes:
   kind ``connection``, read from the exception's ``kind``, never from its text), beside
   :attr:`Negotiation.model_calls`; the CLI exits 1 only when they are equal and not 0.
 * **Proposals** naming an option already tabled (same id and text) are merged into
-  that candidate; an id that collides with another outcome is replaced by ``C<k>``,
+  that candidate, and so is a proposal without an id whose text is exactly a tabled
+  candidate's (two LLM agents writing the same plan: scoring it twice would spend
+  every agent's calls on one outcome); an id that collides with another outcome is replaced by ``C<k>``,
   and a blank id (``""``) is no id: the candidate is named ``C<k>`` (a record whose
   candidate id is empty would read as one without a leader).
   Both are reported in the round's notes. Evaluations count agent x candidate scores
@@ -222,15 +224,16 @@ class Negotiation:
         self._agents = {a.id: a for a in agents}
         self._rejected = rejected
         self._ideal = ideal
-        self.floor = floor
-        self.margin = margin
-        self._rounds = rounds
+        # Plain float and int (a NumPy scalar given is kept out of the record).
+        self.floor = float(floor)
+        self.margin = float(margin)
+        self._rounds = int(rounds)
         self._rule: SelectionRule = rule
         self._options = list(options)
         self._problem = problem
         self._edges = None if edges is None else [(a, b) for a, b in edges]
         self._regime = Regime(self._order, self._edges)
-        self._deadline_s = deadline_s
+        self._deadline_s = None if deadline_s is None else float(deadline_s)
         self._clock = clock
         self._started = 0.0
         self._cancelled = False
@@ -239,7 +242,7 @@ class Negotiation:
         self._ended = False
         # cancel() from another thread against the run attaching and leaving its loop
         self._control = threading.RLock()
-        self.bound = compute_bound(len(self._regime.covered), rounds)
+        self.bound = compute_bound(len(self._regime.covered), self._rounds)
         # run state
         self._anchors: dict[str, Anchors] = {}
         self._anchor_fault: dict[str, str] = {}
@@ -437,6 +440,13 @@ class Negotiation:
             notes.append(
                 f"{author} proposed {existing.id}, already tabled by {existing.author}; merged"
             )
+            return None
+        same = next((c for c in self._cands if c.text == outcome.text), None)
+        if cid is None and same is not None:
+            # No id, the text of a candidate already tabled: the same proposal (two
+            # LLM agents writing one plan), not a second candidate to score again. The
+            # note is the one a merge by id makes, which every verifier reads.
+            notes.append(f"{author} proposed {same.id}, already tabled by {same.author}; merged")
             return None
         if cid is None or cid in taken:
             k = len(self._cands) + 1
