@@ -87,6 +87,13 @@ Choices this module makes:
   failure while the body is read (the connection dropped, a read timed out) is a
   retryable ``connection`` or ``timeout``, as it is while the request is sent. An error
   status's body is read by the SDK, whole.
+* **Error messages.** The message of an error status (4xx/5xx other than a refused
+  key) is the server's, scrubbed as above and cut to :data:`MAX_SERVER_MESSAGE_CHARS`
+  characters, with the number of characters left out: the SDK reads an error body
+  whole, and a server answering 500 with 50 MB spent tens of seconds of CPU scrubbing
+  it, after the attempt's deadline (a 5 s attempt took 15 s) and while the event loop
+  served nothing else, and put the whole body in the error, the failures list and the
+  journal.
 * **Transport.** ``transport="httpx"`` (default) is the SDK's own HTTP client;
   ``"aiohttp"`` is the SDK's ``DefaultAioHttpClient`` (``openai[aiohttp]``), about a
   third less CPU per call on loopback, which a panel fanning one request out to many
@@ -145,6 +152,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
+    "MAX_SERVER_MESSAGE_CHARS",
     "PLACEHOLDER_KEY",
     "OpenAIBackend",
     "Transport",
@@ -429,6 +437,9 @@ def _dropped(exc: BaseException) -> bool:
     return False
 
 
+MAX_SERVER_MESSAGE_CHARS = 2_000
+"""The most characters of a server's error message passed on ("Error messages")."""
+
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 """The most bytes of one chat completion's body read ("Response size")."""
 
@@ -579,6 +590,20 @@ class OpenAIBackend:
         placeholder = self._key_source.startswith("the placeholder")
         return redact(text, (self._api_key,) if self._api_key and not placeholder else ())
 
+    def _server_text(self, text: str) -> str:
+        """A server's error message as passed on: scrubbed (:meth:`_redact`) and cut to
+        :data:`MAX_SERVER_MESSAGE_CHARS` characters ("Error messages"). Only a head of the
+        text is scrubbed, long enough that every form of the key starting before the cut
+        lies whole inside it (a key is printable ASCII, so its longest encoded form, the
+        percent-encoding, is three characters a character), and is then cut: no piece of
+        the key is left at the cut that the whole text would not have shown."""
+        cap = MAX_SERVER_MESSAGE_CHARS
+        if len(text) <= cap:
+            return self._redact(text)
+        margin = 3 * len(self._api_key or "") + 16
+        head = self._redact(text[: cap + margin])[:cap]
+        return f"{head}… ({len(text) - cap} more characters not shown)"
+
     def _client(self) -> AsyncOpenAI:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
@@ -707,7 +732,7 @@ class OpenAIBackend:
             return BackendError(
                 self._refusal(status), kind="client_error", retryable=False, status=status
             )
-        message = self._redact(f"HTTP {status}: {server_message}")
+        message = f"HTTP {status}: {self._server_text(server_message)}"
         retry_after = parse_retry_after(retry_after_header)
         if status == 429:
             return BackendError(
@@ -717,7 +742,7 @@ class OpenAIBackend:
             return BackendError(
                 message, kind="server_error", retryable=True, status=status, retry_after=retry_after
             )
-        lowered = server_message.lower()
+        lowered = server_message[:MAX_SERVER_MESSAGE_CHARS].lower()
         if (
             structured
             and json_mode != "none"
