@@ -39,7 +39,9 @@ Choices this module makes:
   timed-out attempt counts (kind ``timeout``, retryable). Waiting for a concurrency slot
   or the request rate is not part of the attempt. A caller's deadline over the whole
   call (a run's ``--deadline``) is the caller's to keep: cancelling :meth:`chat` stops
-  the attempt in flight at once and retries nothing; an exception raised by the
+  the attempt in flight at once and retries nothing (an attempt cancelled while it
+  waited for its slot or the request rate was never sent: its reservation is released
+  and it is no attempt in the usage, nor in the budget's count of calls); an exception raised by the
   attempt hook (:func:`~dissensus.llm.budget.attempt_hook`, which the pipeline uses to
   refuse an attempt past the run's deadline) fails the attempt before it is sent,
   without a retry.
@@ -512,16 +514,15 @@ class ModelClient:
             first = call.usage.attempts == 0
             result: BackendResponse | None = None
             failure: BackendError | None = None
-            refused = False
+            sent = False
             try:
                 async with self._semaphore():
                     if self._limiter is not None:
                         await self._limiter.wait()
-                    refused = True
                     # Journalled by the durable layer (charged when sent), with what the
                     # call spent before this attempt.
                     notify_attempt(call.usage)
-                    refused = False
+                    sent = True
                     result = await self.backend.send(request, json_mode=mode)
             except BackendError as exc:
                 failure = exc
@@ -534,8 +535,8 @@ class ModelClient:
                 )
                 failure.__cause__ = exc
             finally:
-                if refused:  # the hook refused the attempt: nothing was sent or spent
-                    self.budget.release(reservation)
+                if not sent:  # cancelled while waiting, or refused by the hook: nothing
+                    self.budget.release(reservation)  # was sent or spent
                 else:
                     self._settle(request, call, reservation, result, first=first, failure=failure)
             if result is not None:
