@@ -94,6 +94,12 @@ Choices this module makes:
   it, after the attempt's deadline (a 5 s attempt took 15 s) and while the event loop
   served nothing else, and put the whole body in the error, the failures list and the
   journal.
+* **Error bodies.** The SDK reads an error status's body itself, and lets the HTTP
+  library's exception through when that read fails (a 500 whose body is cut short by a
+  dropped connection, or is not the gzip it claims): that exception holds the request,
+  the ``Authorization`` header and the key with it, and reached the caller chained under
+  the failure, as a non-retried ``unexpected`` one. It is a retryable ``connection`` (or
+  ``timeout``) failure like a body read failing on a 200, built without a chain.
 * **Transport.** ``transport="httpx"`` (default) is the SDK's own HTTP client;
   ``"aiohttp"`` is the SDK's ``DefaultAioHttpClient`` (``openai[aiohttp]``), about a
   third less CPU per call on loopback, which a panel fanning one request out to many
@@ -465,6 +471,17 @@ def _too_large(cap: int) -> _TooLarge:
     )
 
 
+def _transport_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the HTTP library's own (httpx's ``HTTPError`` or
+    ``StreamError``, under whichever module the SDK's HTTP library has, or aiohttp's
+    ``ClientError``)."""
+    return any(
+        kind.__name__ in ("HTTPError", "StreamError", "ClientError")
+        and kind.__module__.split(".")[0] in ("httpx", "httpx2", "aiohttp")
+        for kind in type(exc).__mro__
+    )
+
+
 def _timed_out(exc: BaseException) -> bool:
     """Whether the HTTP library's exception is a timeout (httpx's ``TimeoutException``,
     under whichever module the SDK's HTTP library has)."""
@@ -829,6 +846,18 @@ class OpenAIBackend:
             # (aiohttp: credentials in the URL and an Authorization header): not retried.
             failure = BackendError(
                 self._redact(f"{type(exc).__name__}: {exc}"), kind="client_error", retryable=False
+            )
+        except Exception as exc:
+            if not _transport_error(exc):
+                raise
+            # The HTTP library's own exception, which the SDK lets through while it reads
+            # an error status's body (cut short, or not decodable): "Error bodies".
+            failure = BackendError(
+                self._redact(
+                    f"connection error while reading the error response: {type(exc).__name__}: {exc}"
+                ),
+                kind="timeout" if _timed_out(exc) else "connection",
+                retryable=True,
             )
         if failure is not None:
             raise _unchained(failure)
