@@ -94,6 +94,14 @@ Choices this module makes:
   it, after the attempt's deadline (a 5 s attempt took 15 s) and while the event loop
   served nothing else, and put the whole body in the error, the failures list and the
   journal.
+* **Echoed keys.** An answer (its text, refusal or ``model``) quoting the key as it
+  was sent, as a server echoing the request's headers into its completion does, has
+  it replaced by ``[REDACTED]`` before the answer is used: it was recorded
+  (``record:``), journalled and shown as any answer. Only the key as sent, and only a
+  key of :data:`SECRET_RUN` characters or more (a shorter one, a local server's
+  placeholder, is likely a word an answer holds); an answer is never scrubbed of
+  anything else (encoded or partial forms are for error messages, above), since an
+  answer's words are the vote.
 * **Error bodies.** The SDK reads an error status's body itself, and lets the HTTP
   library's exception through when that read fails (a 500 whose body is cut short by a
   dropped connection, or is not the gzip it claims): that exception holds the request,
@@ -590,6 +598,11 @@ class OpenAIBackend:
         self.max_response_bytes = max_response_bytes
         self._api_key = key
         self._key_source = _key_source(key, key_env)
+        placeholder = self._key_source.startswith("the placeholder")
+        self._answer_secret = (
+            key if key is not None and len(key) >= SECRET_RUN and not placeholder else None
+        )
+        """The key as an answer may not quote it ("Echoed keys"), or ``None``."""
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
         )
@@ -919,6 +932,12 @@ class OpenAIBackend:
         if completion_tokens is None:
             completion_tokens = estimate_tokens(text)
         model = completion.get("model")
+        secret = self._answer_secret
+        if secret is not None:  # a server echoing the request's headers: "Echoed keys"
+            if secret in text:
+                text = text.replace(secret, "[REDACTED]")
+            if isinstance(model, str) and secret in model:
+                model = model.replace(secret, "[REDACTED]")
         finish = choice.get("finish_reason")
         return BackendResponse(
             text=text,
