@@ -16,8 +16,9 @@ An answer is model output, so its size and shape are not to be trusted: a value 
 deeper than the JSON parser goes is no answer (not a ``RecursionError``), a span is at
 most :data:`MAX_DEPTH` brackets deep, and the span scan reads at most
 :data:`SCAN_STEPS_PER_CHAR` characters per character of the answer (it read every
-character after every opening bracket: 100,000 ``[`` took hours), after which the
-spans not yet found are not tried.
+character after every opening bracket: 100,000 ``[`` took hours), and at most
+:data:`SCAN_STEPS_MAX` in all (4 MiB of ``[`` took a minute within the linear budget),
+after which the spans not yet found are not tried.
 
 A key written twice in one object, anywhere in the value, is never read (JSON parsers
 differ on which value wins: ``{"scores": {"C1": 1, "C1": 9}}`` was read as 9): the first
@@ -61,6 +62,8 @@ class DuplicateKeyError(JSONExtractError):
 
 def strip_trailing_commas(text: str) -> str:
     """Remove commas directly (modulo whitespace) before ``}`` or ``]``, outside strings."""
+    if "," not in text:  # nothing to remove: skip the character loop
+        return text
     out: list[str] = []
     in_string = False
     escaped = False
@@ -102,12 +105,18 @@ SCAN_STEPS_PER_CHAR = 64
 answer (plus :data:`SCAN_STEPS_BASE`), so an answer of many opening brackets is scanned
 in time linear in its length, not in its square."""
 SCAN_STEPS_BASE = 100_000
+SCAN_STEPS_MAX = 2_500_000
+"""The span scan's budget whatever the answer's length: a scan reads a few million
+characters a second, so an answer of 4 MiB of opening brackets (as much as the OpenAI
+backend reads) took a minute of CPU at :data:`SCAN_STEPS_PER_CHAR`, after the attempt's
+deadline and with the event loop serving nothing else. It is above the linear budget of
+any answer up to 32,768 characters (one text field of a panel), which is unchanged."""
 
 
 def _balanced_spans(text: str) -> Iterator[str]:
     """Every balanced bracket span, in order of its opening bracket (string-aware), at
     most :data:`MAX_DEPTH` deep, within the scan's budget (:data:`SCAN_STEPS_PER_CHAR`)."""
-    budget = SCAN_STEPS_PER_CHAR * len(text) + SCAN_STEPS_BASE
+    budget = min(SCAN_STEPS_PER_CHAR * len(text) + SCAN_STEPS_BASE, SCAN_STEPS_MAX)
     for start, opener in enumerate(text):
         if opener not in _CLOSE:
             continue
@@ -170,7 +179,10 @@ def _loads(candidate: str, unique_keys: bool) -> tuple[bool, Any]:
     ok, value = _parse(candidate, unique_keys)
     if ok:
         return ok, value
-    return _parse(strip_trailing_commas(candidate), unique_keys)
+    stripped = strip_trailing_commas(candidate)
+    if stripped == candidate:  # no trailing comma: parsed already
+        return False, None
+    return _parse(stripped, unique_keys)
 
 
 def extract_json(text: str, *, want_object: bool = True, unique_keys: bool = True) -> Any:

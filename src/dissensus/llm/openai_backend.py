@@ -87,6 +87,27 @@ Choices this module makes:
   failure while the body is read (the connection dropped, a read timed out) is a
   retryable ``connection`` or ``timeout``, as it is while the request is sent. An error
   status's body is read by the SDK, whole.
+* **Error messages.** The message of an error status (4xx/5xx other than a refused
+  key) is the server's, scrubbed as above and cut to :data:`MAX_SERVER_MESSAGE_CHARS`
+  characters, with the number of characters left out: the SDK reads an error body
+  whole, and a server answering 500 with 50 MB spent tens of seconds of CPU scrubbing
+  it, after the attempt's deadline (a 5 s attempt took 15 s) and while the event loop
+  served nothing else, and put the whole body in the error, the failures list and the
+  journal.
+* **Echoed keys.** An answer (its text, refusal or ``model``) quoting the key as it
+  was sent, as a server echoing the request's headers into its completion does, has
+  it replaced by ``[REDACTED]`` before the answer is used: it was recorded
+  (``record:``), journalled and shown as any answer. Only the key as sent, and only a
+  key of :data:`SECRET_RUN` characters or more (a shorter one, a local server's
+  placeholder, is likely a word an answer holds); an answer is never scrubbed of
+  anything else (encoded or partial forms are for error messages, above), since an
+  answer's words are the vote.
+* **Error bodies.** The SDK reads an error status's body itself, and lets the HTTP
+  library's exception through when that read fails (a 500 whose body is cut short by a
+  dropped connection, or is not the gzip it claims): that exception holds the request,
+  the ``Authorization`` header and the key with it, and reached the caller chained under
+  the failure, as a non-retried ``unexpected`` one. It is a retryable ``connection`` (or
+  ``timeout``) failure like a body read failing on a 200, built without a chain.
 * **Transport.** ``transport="httpx"`` (default) is the SDK's own HTTP client;
   ``"aiohttp"`` is the SDK's ``DefaultAioHttpClient`` (``openai[aiohttp]``), about a
   third less CPU per call on loopback, which a panel fanning one request out to many
@@ -145,6 +166,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
+    "MAX_SERVER_MESSAGE_CHARS",
     "PLACEHOLDER_KEY",
     "OpenAIBackend",
     "Transport",
@@ -429,6 +451,9 @@ def _dropped(exc: BaseException) -> bool:
     return False
 
 
+MAX_SERVER_MESSAGE_CHARS = 2_000
+"""The most characters of a server's error message passed on ("Error messages")."""
+
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 """The most bytes of one chat completion's body read ("Response size")."""
 
@@ -451,6 +476,17 @@ def _too_large(cap: int) -> _TooLarge:
     return _TooLarge(
         f"the server's response is over {cap} bytes, the most read of one completion "
         f"(not read further, not retried)"
+    )
+
+
+def _transport_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the HTTP library's own (httpx's ``HTTPError`` or
+    ``StreamError``, under whichever module the SDK's HTTP library has, or aiohttp's
+    ``ClientError``)."""
+    return any(
+        kind.__name__ in ("HTTPError", "StreamError", "ClientError")
+        and kind.__module__.split(".")[0] in ("httpx", "httpx2", "aiohttp")
+        for kind in type(exc).__mro__
     )
 
 
@@ -562,6 +598,11 @@ class OpenAIBackend:
         self.max_response_bytes = max_response_bytes
         self._api_key = key
         self._key_source = _key_source(key, key_env)
+        placeholder = self._key_source.startswith("the placeholder")
+        self._answer_secret = (
+            key if key is not None and len(key) >= SECRET_RUN and not placeholder else None
+        )
+        """The key as an answer may not quote it ("Echoed keys"), or ``None``."""
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
         )
@@ -578,6 +619,20 @@ class OpenAIBackend:
         # The placeholder sent with no key set is no secret: text quoting it stays.
         placeholder = self._key_source.startswith("the placeholder")
         return redact(text, (self._api_key,) if self._api_key and not placeholder else ())
+
+    def _server_text(self, text: str) -> str:
+        """A server's error message as passed on: scrubbed (:meth:`_redact`) and cut to
+        :data:`MAX_SERVER_MESSAGE_CHARS` characters ("Error messages"). Only a head of the
+        text is scrubbed, long enough that every form of the key starting before the cut
+        lies whole inside it (a key is printable ASCII, so its longest encoded form, the
+        percent-encoding, is three characters a character), and is then cut: no piece of
+        the key is left at the cut that the whole text would not have shown."""
+        cap = MAX_SERVER_MESSAGE_CHARS
+        if len(text) <= cap:
+            return self._redact(text)
+        margin = 3 * len(self._api_key or "") + 16
+        head = self._redact(text[: cap + margin])[:cap]
+        return f"{head}… ({len(text) - cap} more characters not shown)"
 
     def _client(self) -> AsyncOpenAI:
         loop = asyncio.get_running_loop()
@@ -707,7 +762,7 @@ class OpenAIBackend:
             return BackendError(
                 self._refusal(status), kind="client_error", retryable=False, status=status
             )
-        message = self._redact(f"HTTP {status}: {server_message}")
+        message = f"HTTP {status}: {self._server_text(server_message)}"
         retry_after = parse_retry_after(retry_after_header)
         if status == 429:
             return BackendError(
@@ -717,7 +772,7 @@ class OpenAIBackend:
             return BackendError(
                 message, kind="server_error", retryable=True, status=status, retry_after=retry_after
             )
-        lowered = server_message.lower()
+        lowered = server_message[:MAX_SERVER_MESSAGE_CHARS].lower()
         if (
             structured
             and json_mode != "none"
@@ -805,6 +860,18 @@ class OpenAIBackend:
             failure = BackendError(
                 self._redact(f"{type(exc).__name__}: {exc}"), kind="client_error", retryable=False
             )
+        except Exception as exc:
+            if not _transport_error(exc):
+                raise
+            # The HTTP library's own exception, which the SDK lets through while it reads
+            # an error status's body (cut short, or not decodable): "Error bodies".
+            failure = BackendError(
+                self._redact(
+                    f"connection error while reading the error response: {type(exc).__name__}: {exc}"
+                ),
+                kind="timeout" if _timed_out(exc) else "connection",
+                retryable=True,
+            )
         if failure is not None:
             raise _unchained(failure)
         try:
@@ -865,6 +932,12 @@ class OpenAIBackend:
         if completion_tokens is None:
             completion_tokens = estimate_tokens(text)
         model = completion.get("model")
+        secret = self._answer_secret
+        if secret is not None:  # a server echoing the request's headers: "Echoed keys"
+            if secret in text:
+                text = text.replace(secret, "[REDACTED]")
+            if isinstance(model, str) and secret in model:
+                model = model.replace(secret, "[REDACTED]")
         finish = choice.get("finish_reason")
         return BackendResponse(
             text=text,

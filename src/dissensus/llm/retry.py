@@ -10,7 +10,10 @@
   the client for hours. A date in the past means "now".
 * The requests-per-minute limiter spaces request *starts* at least ``60 / rpm`` seconds
   apart (a virtual schedule, no background task), which is the strictest reading of
-  "N per minute" and needs no lock inside one event loop.
+  "N per minute" and needs no lock inside one event loop. A request cancelled while
+  it waits for its slot gives the slot back (when no later slot is claimed): twenty
+  calls queued at ``rpm=60`` and cancelled at a deadline pushed the next call twenty
+  seconds out, for slots nobody used.
 """
 
 from __future__ import annotations
@@ -80,17 +83,42 @@ class RateLimiter:
             raise ConfigError("rpm must be positive", field="rpm")
         self.interval = 60.0 / rpm
         self._next = 0.0
+        self._waiting: list[float] = []  # slots claimed and not yet reached, in order
+        self._last_start = -self.interval  # the latest slot a request started in
         self._lock = threading.Lock()
 
     def _claim(self) -> float:
+        """Claim the next slot; the seconds until it."""
+        return self._claim_slot()[1]
+
+    def _claim_slot(self) -> tuple[float, float]:
+        """Claim the next slot: it and the seconds until it."""
         with self._lock:
             now = time.monotonic()
             slot = max(now, self._next)
             self._next = slot + self.interval
-            return slot - now
+            self._waiting.append(slot)
+            return slot, slot - now
+
+    def _settle(self, slot: float, *, started: bool) -> None:
+        """``slot`` is reached (``started``) or given up: a waiter cancelled gives its slot
+        back when no later slot is claimed, so the schedule ends after the last slot still
+        claimed or started, never after slots nobody will use."""
+        with self._lock:
+            self._waiting.remove(slot)
+            if started:
+                self._last_start = max(self._last_start, slot)
+            else:
+                latest = self._waiting[-1] if self._waiting else self._last_start
+                self._next = max(latest, self._last_start) + self.interval
 
     async def wait(self) -> None:
         """Sleep until this request's slot."""
-        delay = self._claim()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        slot, delay = self._claim_slot()
+        try:
+            if delay > 0:
+                await asyncio.sleep(delay)
+        except BaseException:
+            self._settle(slot, started=False)
+            raise
+        self._settle(slot, started=True)

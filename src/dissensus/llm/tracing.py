@@ -4,9 +4,15 @@ One span per logical call, named ``chat {model}`` (GenAI semantic conventions), 
 ``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.model``,
 ``gen_ai.response.model``, ``gen_ai.request.temperature`` / ``max_tokens`` / ``seed``
 when set, ``gen_ai.usage.input_tokens`` / ``output_tokens`` (summed over attempts) and
-``error.type`` on failure. Project attributes: ``dissensus.llm.attempts``,
+``error.type`` on failure (the exception's class; a cancelled call's is
+``CancelledError``). Project attributes: ``dissensus.llm.attempts``,
 ``dissensus.agent``, ``dissensus.role``, ``dissensus.stage``. Prompt and answer text are
-never put on spans (they may hold sensitive data; the conventions make them opt-in).
+never put on spans (they may hold sensitive data; the conventions make them opt-in),
+nor is a failure's message or traceback: a failed call's span has status ``ERROR``
+without a description and no exception event, since the message of a failed call quotes
+the answer's first characters (an answer without JSON) or the server's error text, which
+OpenTelemetry's defaults put on the span as the event ``exception`` and the status
+description.
 Until a tracer provider is configured (globally, or passed to the client) no span is
 started at all, so tracing costs nothing when unused.
 """
@@ -82,7 +88,20 @@ def _span(
             "gen_ai.request.model": model,
         }
     )
+    # The SDK's defaults record a failure's message and traceback as a span event and
+    # its message as the status description: a failed call's message quotes the
+    # answer's first characters (no JSON in it) or the server's error text, so
+    # neither is recorded; the status says ERROR and ``error.type`` names the class.
     with tracer.start_as_current_span(
-        f"chat {model}", kind=_trace.SpanKind.CLIENT, attributes=attrs
+        f"chat {model}",
+        kind=_trace.SpanKind.CLIENT,
+        attributes=attrs,
+        record_exception=False,
+        set_status_on_exception=False,
     ) as span:
-        yield span
+        try:
+            yield span
+        except BaseException as exc:
+            span.set_attribute("error.type", type(exc).__name__)
+            span.set_status(_trace.Status(_trace.StatusCode.ERROR))
+            raise
