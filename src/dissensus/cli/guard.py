@@ -34,6 +34,7 @@ from dissensus.cli.common import (
     json_shown,
     load_json_file,
     no_dash,
+    not_empty,
     number_in,
     out_console,
     print_json,
@@ -266,6 +267,8 @@ def vote_command(
     from dissensus.io.jsonl import Reject, open_text, read_numbered_models
 
     check_input_path(votes)
+    not_empty(calibration, "--calibration", "the calibration file")
+    not_empty(verifier, "--verifier", "the verifier agent")
     check_outputs({"--rejects": rejects}, reads={"VOTES": votes, "--calibration": calibration})
     cal = _load_calibration(calibration) if calibration else None
     settings = GuardThresholds(
