@@ -13,6 +13,13 @@ and the exit code is 3. Too few voters and duplicate agent ids are reported on f
 cannot be written, or a non-finite ``--beta`` / ``--beta-ref`` / ``--tolerance`` is a
 usage error (2); a refusal under ``--strict`` is a failure (1) naming the case and the
 invariant.
+
+Choices this module makes:
+
+* A ``--verifier`` that no voter of any decided case has is a warning at the end, one
+  line naming the closest agent id (a case-only difference first), not an error: the
+  cases were decided as the guard decides without a verifier who voted, and which
+  agents vote is known only once every line is read.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from dissensus.cli.common import (
     check_input_path,
     check_output_path,
     check_outputs,
+    err_console,
     exit_for,
     json_shown,
     load_json_file,
@@ -39,6 +47,7 @@ from dissensus.cli.common import (
     out_console,
     print_json,
     progress,
+    quoted,
     reject_sink,
     shown,
     stdout_handle,
@@ -91,6 +100,24 @@ def _read(model: type[VoteCase], path: str, sink: RejectSink) -> list[VoteCase]:
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
     return cases
+
+
+def _no_verifier_voted(verifier: str, cases: int, agents: Counter[str]) -> None:
+    """Say that the ``--verifier`` agent voted in no case (a misspelt agent id: every
+    case fell back without it), naming the agent id closest to it."""
+    import difflib
+
+    # A case-only difference (gpt-4 for GPT-4) first, then the closest spelling.
+    close = [a for a in agents if a.casefold() == verifier.casefold()][:1]
+    close = close or difflib.get_close_matches(verifier, list(agents), n=1, cutoff=0.6)
+    hint = f" (did you mean {quoted(close[0])}?)" if close else ""
+    err_console.print(
+        f"warning: --verifier {quoted(verifier)} voted in none of the {cases} case(s): "
+        f"no case had its veto{hint}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _load_calibration(path: str) -> ReliabilityFit:
@@ -278,6 +305,7 @@ def vote_command(
     )
     decisions: list[GuardDecision] = []
     modes: Counter[str] = Counter()
+    agents: Counter[str] = Counter()  # every voter's agent id, for a --verifier none had
     with reject_sink(rejects) as sink, open_text(votes) as handle:
         # Streamed: with --json memory does not grow with the number of cases.
         cases = read_numbered_models(VoteCase, handle, file=votes)
@@ -293,6 +321,8 @@ def vote_command(
             except CorrelatedConsensusError as exc:
                 raise CorrelatedConsensusError(f"case {item.id!r}: {exc}", exc.decision) from exc
             modes[d.mode] += 1
+            if verifier is not None:
+                agents.update(v.agent for v in item.votes)
             if json_out:
                 # The input line after the id, as decide's records carry it: two cases
                 # of one id are told apart.
@@ -300,6 +330,8 @@ def vote_command(
                 out.write(dumps_line(record))
             else:
                 decisions.append(d)
+    if verifier is not None and modes and verifier not in agents:
+        _no_verifier_voted(verifier, sum(modes.values()), agents)
     if not json_out:
         table = Table(title=f"Guarded decisions ({len(decisions)} cases)")
         for col in ("id", "answer", "confidence", "mode", "weighted", "refusal", "n_eff"):
