@@ -305,3 +305,26 @@ def test_a_verifier_no_case_has_is_said_once(
         assert hint in warnings[0]
     ok = run("vote", str(path), "--verifier", "agent-a", *flags)
     assert "warning" not in ok.stderr
+
+
+def test_calibrate_counts_a_repeated_case_once(tmp_path: Path) -> None:
+    """A labelled file holding a case twice (``cat a.jsonl a.jsonl``) calibrated on each
+    copy: every accuracy and stratum size counted it twice, so --min-stratum-cases held
+    on half the cases. The first is kept, one warning per repeated id."""
+    lines = _labelled_lines()
+    once = tmp_path / "once.jsonl"
+    once.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("\n".join(lines + lines[:5]) + "\n", encoding="utf-8")
+    want = run("calibrate", str(once), "--json")
+    got = run("calibrate", str(twice), "--json")
+    assert got.returncode == want.returncode == 0, got.stderr
+    assert json.loads(got.stdout) == json.loads(want.stdout)
+    warnings = got.stderr.splitlines()
+    assert len(warnings) == 5, got.stderr
+    first = json.loads(lines[0])["id"]
+    assert warnings[0] == (
+        f"warning: case id '{first}' appears 2 times (first at line 1): "
+        "calibrating on the first only"
+    )
+    assert want.stderr == ""

@@ -16,6 +16,9 @@ invariant.
 
 Choices this module makes:
 
+* ``calibrate`` reads a case id once: a later case of an id seen before is dropped, one
+  warning per repeated id (a copy would count twice in every accuracy, reliability and
+  stratum size); ``vote`` decides every case, copies included, as ``decide`` does.
 * A ``--verifier`` that no voter of any decided case has is a warning at the end, one
   line naming the closest agent id (a case-only difference first), not an error: the
   cases were decided as the guard decides without a verifier who voted, and which
@@ -86,22 +89,6 @@ JsonOption = Annotated[
 ]
 
 
-def _read(model: type[VoteCase], path: str, sink: RejectSink) -> list[VoteCase]:
-    from dissensus.io.jsonl import Reject, open_text, read_models
-
-    cases: list[VoteCase] = []
-    try:
-        with open_text(path) as handle:
-            for item in read_models(model, handle, file=path):
-                if isinstance(item, Reject):
-                    sink.add(item)
-                else:
-                    cases.append(item)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
-    return cases
-
-
 def _no_verifier_voted(verifier: str, cases: int, agents: Counter[str]) -> None:
     """Say that the ``--verifier`` agent voted in no case (a misspelt agent id: every
     case fell back without it), naming the agent id closest to it."""
@@ -118,6 +105,49 @@ def _no_verifier_voted(verifier: str, cases: int, agents: Counter[str]) -> None:
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _read_numbered(
+    model: type[VoteCase], path: str, sink: RejectSink
+) -> list[tuple[int, VoteCase]]:
+    """The valid cases of ``path`` with their input lines; each bad line to ``sink``."""
+    from dissensus.io.jsonl import Reject, open_text, read_numbered_models
+
+    cases: list[tuple[int, VoteCase]] = []
+    try:
+        with open_text(path) as handle:
+            for number, _, item in read_numbered_models(model, handle, file=path):
+                if isinstance(item, Reject):
+                    sink.add(item)
+                else:
+                    cases.append((number, item))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
+    return cases
+
+
+def _once(numbered: list[tuple[int, VoteCase]]) -> list[VoteCase]:
+    """The cases with an id not seen before (the first is kept): a copy would count twice
+    in every accuracy, reliability and stratum size of the calibration (``cat a a``
+    made ``--min-stratum-cases 10`` hold on five cases). One warning per repeated id."""
+    first: dict[str, int] = {}
+    again: Counter[str] = Counter()
+    kept: list[VoteCase] = []
+    for number, case in numbered:
+        if case.id in first:
+            again[case.id] += 1
+            continue
+        first[case.id] = number
+        kept.append(case)
+    for case_id, n in again.items():
+        err_console.print(
+            f"warning: case id {quoted(case_id)} appears {n + 1} times (first at line "
+            f"{first[case_id]}): calibrating on the first only",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    return kept
 
 
 def _load_calibration(path: str) -> ReliabilityFit:
@@ -221,7 +251,7 @@ def calibrate_command(
     check_output_path(out, option="--out", inputs={"LABELLED": labelled}, what="calibration file")
     check_outputs({"--rejects": rejects}, reads={"LABELLED": labelled, "--out": out})
     with reject_sink(rejects) as sink:
-        cases = _read(_LabelledInput, labelled, sink)
+        cases = _once(_read_numbered(_LabelledInput, labelled, sink))
     if not cases:
         raise InputError(f"{labelled}: no valid labelled case to calibrate on")
     settings = ReliabilitySettings(
