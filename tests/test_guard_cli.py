@@ -271,3 +271,60 @@ def test_vote_records_carry_their_input_line_as_decide_records_do(tmp_path: Path
     assert {k: v for k, v in rows[0].items() if k != "line"} == alone
     piped = run("vote", "-", "--json", stdin="\n".join(lines) + "\n")
     assert [r["line"] for r in map(json.loads, piped.stdout.splitlines())] == [1, 4, 5]
+
+
+@pytest.mark.parametrize(
+    ("verifier", "hint"),
+    [("Agent-A", "(did you mean 'agent-a'?)"), ("agent-x", "(did you mean"), ("zzz", None)],
+)
+@pytest.mark.parametrize("as_json", [True, False])
+def test_a_verifier_no_case_has_is_said_once(
+    tmp_path: Path, verifier: str, hint: str | None, as_json: bool
+) -> None:
+    """A misspelt --verifier (an agent id no voter has) vetoed nothing, silently: one
+    warning names it and the closest agent id; the decisions are unchanged."""
+    path = tmp_path / "v.jsonl"
+    lines = [
+        json.dumps({"id": f"c{i}", "votes": [_vote("agent-a", "yes"), _vote("agent-b", "no")]})
+        for i in range(3)
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    flags = ["--json"] if as_json else []
+    res = run("vote", str(path), "--verifier", verifier, *flags)
+    plain = run("vote", str(path), *flags)
+    assert res.returncode == 0, res.stderr
+    if as_json:
+        got = [(d["answer"], d["mode"]) for d in map(json.loads, res.stdout.splitlines())]
+        assert got == [(d["answer"], d["mode"]) for d in map(json.loads, plain.stdout.splitlines())]
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, res.stderr
+    assert f"--verifier '{verifier}' voted in none of the 3 case(s)" in warnings[0]
+    if hint is None:
+        assert "did you mean" not in warnings[0]
+    else:
+        assert hint in warnings[0]
+    ok = run("vote", str(path), "--verifier", "agent-a", *flags)
+    assert "warning" not in ok.stderr
+
+
+def test_calibrate_counts_a_repeated_case_once(tmp_path: Path) -> None:
+    """A labelled file holding a case twice (``cat a.jsonl a.jsonl``) calibrated on each
+    copy: every accuracy and stratum size counted it twice, so --min-stratum-cases held
+    on half the cases. The first is kept, one warning per repeated id."""
+    lines = _labelled_lines()
+    once = tmp_path / "once.jsonl"
+    once.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("\n".join(lines + lines[:5]) + "\n", encoding="utf-8")
+    want = run("calibrate", str(once), "--json")
+    got = run("calibrate", str(twice), "--json")
+    assert got.returncode == want.returncode == 0, got.stderr
+    assert json.loads(got.stdout) == json.loads(want.stdout)
+    warnings = got.stderr.splitlines()
+    assert len(warnings) == 5, got.stderr
+    first = json.loads(lines[0])["id"]
+    assert warnings[0] == (
+        f"warning: case id '{first}' appears 2 times (first at line 1): "
+        "calibrating on the first only"
+    )
+    assert want.stderr == ""

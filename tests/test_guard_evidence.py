@@ -254,3 +254,45 @@ def test_a_canonical_source_is_its_own_canonical_form(source: str, ascii_source:
     assert canonical_source(once) == once
     assert canonical_source(f" {source}\t") == once
     assert canonical_source(ascii_source.upper()) == canonical_source(ascii_source.lower())
+
+
+_UNSEEN = ["\u200b", "\u2060", "\u200e", "\u202e", "\u00ad", "\ufe0f", "\U000e0061", "\u034f"]
+
+
+@given(
+    source=st.sampled_from(["wiki", "pubmed", "news-index"]),
+    family=st.sampled_from(["openai", "google", "acme"]),
+    marks=st.lists(st.tuples(st.sampled_from(_UNSEEN), st.integers(0, 8)), min_size=1, max_size=3),
+    wide=st.booleans(),
+)
+def test_a_name_spelt_with_invisible_characters_is_the_same_name(
+    source: str, family: str, marks: list[tuple[str, int]], wide: bool
+) -> None:
+    """A zero-width space, a bidirectional mark or another character that shows as
+    nothing (or fullwidth letters) does not make a new source or family: two such
+    spellings of one source passed invariant 1 as two independent sources, and of one
+    family raised n_eff and the confidence."""
+
+    def hidden(text: str) -> str:
+        for mark, at in marks:
+            at = min(at, len(text))
+            text = text[:at] + mark + text[at:]
+        if wide:  # fullwidth letters, NFKC's compatibility forms
+            text = "".join(chr(ord(c) + 0xFEE0) if "a" <= c <= "z" else c for c in text)
+        return text
+
+    assert canonical_source(hidden(source)) == canonical_source(source)
+    a = _vote("a", "x", source, True, family)
+    b = _vote("b", "x", hidden(source), True, hidden(family))
+    assert independent_sources([a, b]) == [canonical_source(source)]
+    assert share_cause(a, b)
+    c = _vote("c", "x", source, True, family)
+    plain = [a, a.model_copy(update={"agent": "b"}), c]
+    for cal in (None, BETA_STAR_4):
+        got, want = guard_votes([a, b, c], cal), guard_votes(plain, cal)
+        assert (got.mode, got.n_eff, got.confidence, got.refusal) == (
+            want.mode,
+            want.n_eff,
+            want.confidence,
+            want.refusal,
+        )

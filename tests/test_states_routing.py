@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dissensus.errors import ConfigError
@@ -496,3 +496,41 @@ def test_route_with_a_deep_condition_is_one_line_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in r.err and "RecursionError" not in r.err
     assert len(r.err.strip().splitlines()) == 1
     assert "rules.0.condition" in r.err and "nd.yaml" in r.err
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=6,
+)
+
+
+@settings(derandomize=True, max_examples=200, deadline=None)
+@given(a=_JSON_VALUES, m=_JSON_VALUES)
+def test_in_over_case_metadata_never_raises(a: object, m: object) -> None:
+    """``x in meta.m`` is a test over the caller's data: a list or an object tested
+    against an object's keys (no key is one) is false, never a TypeError out of
+    routing (``dissensus route`` printed a traceback on such a panel)."""
+    rs = RuleSet.from_dict(
+        {
+            "rules": [
+                {
+                    "id": "a-in",
+                    "condition": "meta.a in meta.m",
+                    "action": "escalate",
+                    "priority": 9,
+                },
+                {
+                    "id": "tie-in",
+                    "condition": "tie not in meta.m",
+                    "action": "escalate",
+                    "priority": 9,
+                },
+            ]
+        }
+    )
+    r = rs.route(reading_in(State.CONVERGENT_AGREEMENT), {"a": a, "m": m})
+    if isinstance(m, dict) and isinstance(a, list | dict):
+        assert r.rule == "tie-in"  # the list `tie` is no key: `not in` holds
+    assert parse_condition("meta.a in meta.m").holds({"meta": {"a": a, "m": m}}) in (True, False)
+    assert parse_condition("meta.a in meta.m").holds({"meta": {"a": [1], "m": {"x": 1}}}) is False

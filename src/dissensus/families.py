@@ -16,6 +16,11 @@ Choices this module makes:
   model is never merged with another, and ``MyOrg`` and ``myorg`` are one family.
 * A declared family that is already a vendor name of the table, in any case, is that
   vendor; a declared family that is a model name (``gpt-4o``) is that model's vendor.
+* A declared family is compared as a reader sees it (:func:`comparable_name`): Unicode
+  NFKC (``ＯｐｅｎＡＩ`` is ``OpenAI``) and without the characters that show as
+  nothing (controls, format characters such as a zero-width space or a bidirectional
+  mark, the other default-ignorable ones), so ``openai\u200b`` is ``openai``: a
+  family spelled with invisible characters never counts as one more independent family.
 * Both functions are pure and remember their last 4,096 names: the guard compares the
   families of every pair of voters of every case, always among the same few names.
 
@@ -25,9 +30,11 @@ Choices this module makes:
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from functools import lru_cache
 
-__all__ = ["FAMILY_PREFIXES", "VENDORS", "canonical_family", "model_family"]
+__all__ = ["FAMILY_PREFIXES", "VENDORS", "canonical_family", "comparable_name", "model_family"]
 
 FAMILY_PREFIXES: tuple[tuple[str, str], ...] = (
     ("gpt", "openai"),
@@ -69,11 +76,36 @@ def model_family(name: str) -> str:
     return name.strip().lower()
 
 
+_IGNORABLE = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0\U000e0000-\U000e0fff]"
+)
+"""The default-ignorable characters that are neither controls nor format characters
+(the combining grapheme joiner, Hangul fillers, variation selectors, the tag block)."""
+
+_UNSEEN = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def comparable_name(text: str) -> str:
+    """``text`` as a reader tells names apart: NFKC, without the characters that show as
+    nothing (controls, format characters, line and paragraph separators, the other
+    default-ignorable ones).
+
+    >>> comparable_name("ｏｐｅｎ\u200bai\ufe0f")
+    'openai'
+    """
+    text = unicodedata.normalize("NFKC", text)
+    if text.isascii() and text.isprintable():
+        return text
+    return _IGNORABLE.sub("", "".join(c for c in text if unicodedata.category(c) not in _UNSEEN))
+
+
 @lru_cache(maxsize=4096)
 def canonical_family(family: str | None) -> str | None:
-    """A declared family as comparisons see it (``OpenAI`` -> ``openai``); ``None`` stays ``None``."""
+    """A declared family as comparisons see it (``OpenAI`` -> ``openai``, invisible
+    characters dropped: :func:`comparable_name`); ``None`` stays ``None``."""
     if family is None:
         return None
+    family = comparable_name(family)
     low = family.strip().lower()
     if low in VENDORS:
         return low

@@ -70,6 +70,11 @@ Choices this module makes:
   A run stopped by its deadline is not a failure of its output: the records it finished,
   in input order, are what ``--json`` prints too, so ``decide`` and ``runs resume`` keep
   that file (``keep_on``), and the resumed run writes the whole of it.
+* **An empty option value is no value.** An option given ``""`` or blanks, as an unset
+  shell variable gives (``--rules "$RULES"``, ``--calibration "$CAL"``, ``--model
+  "$MODEL"``), is a usage error naming the option (:func:`not_empty`), never taken for
+  the option left out: that would run with the default rules, no calibration, the
+  bundled scripted model or the current directory, and exit 0.
 * **Numbers are bounded.** Float options take :func:`number_in` as their callback:
   ``nan``, ``inf`` and ``1e309`` are refused with "must be a finite number" before any
   range is checked. Durations in seconds (deadlines, timeouts, claim and undo windows)
@@ -167,6 +172,7 @@ __all__ = [
     "json_shown",
     "load_json_file",
     "mark_command_start",
+    "not_empty",
     "number_in",
     "out_console",
     "output_handle",
@@ -398,6 +404,17 @@ def check_outputs(outputs: Mapping[str, str | None], *, reads: Reads = ()) -> No
         _check_output(path, option, None, pairs)
         if path is not None and path != "-":
             pairs.append((option, path))
+
+
+def not_empty(value: str | None, option: str, what: str) -> None:
+    """Refuse an option given an empty or blank value, as an unset shell variable gives
+    (``--rules "$RULES"``): a usage error naming the option, never the option's absence
+    (the default rules, no calibration, the bundled scripted model, the current
+    directory) taken silently in its place."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter(
+            f"{option} is empty (an unset shell variable?): name {what}, or leave {option} out"
+        )
 
 
 def no_dash(path: str | None, option: str, instead: str) -> None:

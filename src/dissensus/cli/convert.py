@@ -40,6 +40,7 @@ from dissensus.cli.common import (
     stdout_handle,
     whole_records,
 )
+from dissensus.errors import InputError
 
 if TYPE_CHECKING:
     from dissensus.convert.skips import Skipped
@@ -142,11 +143,24 @@ RejectsOption = Annotated[
 ]
 
 
+def _directory(source: str) -> Path:
+    """The source directory; an empty path (an unset shell variable) is refused, not
+    read as the current directory."""
+    if not source.strip():
+        raise InputError(
+            "the input is an empty path (an unset shell variable?): name the directory to convert"
+        )
+    return Path(source)
+
+
 @convert_app.command("llmbar")
 def convert_llmbar(
-    directory: Annotated[
-        Path,
-        typer.Argument(help="A directory laid out like LLMBar (every subset below it is read)."),
+    source: Annotated[
+        str,
+        typer.Argument(
+            metavar="DIRECTORY",
+            help="A directory laid out like LLMBar (every subset below it is read).",
+        ),
     ],
     strategy: Annotated[
         Strategy, typer.Option("--strategy", help="Judging strategy to read.")
@@ -168,6 +182,7 @@ def convert_llmbar(
         llmbar_source_files,
     )
 
+    directory = _directory(source)
     outputs = {"--out": out, "--rejects": rejects}
     check_outputs(outputs)
     # The layout is checked here, and no output may be a file of it, before anything is
@@ -206,8 +221,12 @@ def convert_varierrnli(
 
 @convert_app.command("zeroeval")
 def convert_zeroeval(
-    directory: Annotated[
-        Path, typer.Argument(help="A directory of ZeroEval result files, one <model>.json each.")
+    source: Annotated[
+        str,
+        typer.Argument(
+            metavar="DIRECTORY",
+            help="A directory of ZeroEval result files, one <model>.json each.",
+        ),
     ],
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Keep only the first N problems.")
@@ -218,6 +237,7 @@ def convert_zeroeval(
     """ZeroEval solver outputs -> panels (one agent per model, answer extracted, gold in meta.gold)."""
     from dissensus.convert.zeroeval import iter_zeroeval_panels, zeroeval_source_files
 
+    directory = _directory(source)
     outputs = {"--out": out, "--rejects": rejects}
     check_outputs(outputs)
     check_outputs(outputs, reads=[str(f) for f in zeroeval_source_files(directory)])

@@ -47,6 +47,7 @@ from dissensus.cli.common import (
     err_console,
     exit_for,
     json_shown,
+    not_empty,
     number_in,
     out_console,
     shown,
@@ -170,6 +171,7 @@ def deliberate_cmd(
     from dissensus.signing import sign_document, signer_from_env
 
     check_input_path(task_file)
+    not_empty(model, "--model", "the model spec")
     chosen = model or os.environ.get(MODEL_ENV) or None
     if chosen is not None:
         from dissensus.llm.resolve import check_model_spec

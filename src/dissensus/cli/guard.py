@@ -13,6 +13,16 @@ and the exit code is 3. Too few voters and duplicate agent ids are reported on f
 cannot be written, or a non-finite ``--beta`` / ``--beta-ref`` / ``--tolerance`` is a
 usage error (2); a refusal under ``--strict`` is a failure (1) naming the case and the
 invariant.
+
+Choices this module makes:
+
+* ``calibrate`` reads a case id once: a later case of an id seen before is dropped, one
+  warning per repeated id (a copy would count twice in every accuracy, reliability and
+  stratum size); ``vote`` decides every case, copies included, as ``decide`` does.
+* A ``--verifier`` that no voter of any decided case has is a warning at the end, one
+  line naming the closest agent id (a case-only difference first), not an error: the
+  cases were decided as the guard decides without a verifier who voted, and which
+  agents vote is known only once every line is read.
 """
 
 from __future__ import annotations
@@ -30,14 +40,17 @@ from dissensus.cli.common import (
     check_input_path,
     check_output_path,
     check_outputs,
+    err_console,
     exit_for,
     json_shown,
     load_json_file,
     no_dash,
+    not_empty,
     number_in,
     out_console,
     print_json,
     progress,
+    quoted,
     reject_sink,
     shown,
     stdout_handle,
@@ -76,20 +89,65 @@ JsonOption = Annotated[
 ]
 
 
-def _read(model: type[VoteCase], path: str, sink: RejectSink) -> list[VoteCase]:
-    from dissensus.io.jsonl import Reject, open_text, read_models
+def _no_verifier_voted(verifier: str, cases: int, agents: Counter[str]) -> None:
+    """Say that the ``--verifier`` agent voted in no case (a misspelt agent id: every
+    case fell back without it), naming the agent id closest to it."""
+    import difflib
 
-    cases: list[VoteCase] = []
+    # A case-only difference (gpt-4 for GPT-4) first, then the closest spelling.
+    close = [a for a in agents if a.casefold() == verifier.casefold()][:1]
+    close = close or difflib.get_close_matches(verifier, list(agents), n=1, cutoff=0.6)
+    hint = f" (did you mean {quoted(close[0])}?)" if close else ""
+    err_console.print(
+        f"warning: --verifier {quoted(verifier)} voted in none of the {cases} case(s): "
+        f"no case had its veto{hint}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _read_numbered(
+    model: type[VoteCase], path: str, sink: RejectSink
+) -> list[tuple[int, VoteCase]]:
+    """The valid cases of ``path`` with their input lines; each bad line to ``sink``."""
+    from dissensus.io.jsonl import Reject, open_text, read_numbered_models
+
+    cases: list[tuple[int, VoteCase]] = []
     try:
         with open_text(path) as handle:
-            for item in read_models(model, handle, file=path):
+            for number, _, item in read_numbered_models(model, handle, file=path):
                 if isinstance(item, Reject):
                     sink.add(item)
                 else:
-                    cases.append(item)
+                    cases.append((number, item))
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
     return cases
+
+
+def _once(numbered: list[tuple[int, VoteCase]]) -> list[VoteCase]:
+    """The cases with an id not seen before (the first is kept): a copy would count twice
+    in every accuracy, reliability and stratum size of the calibration (``cat a a``
+    made ``--min-stratum-cases 10`` hold on five cases). One warning per repeated id."""
+    first: dict[str, int] = {}
+    again: Counter[str] = Counter()
+    kept: list[VoteCase] = []
+    for number, case in numbered:
+        if case.id in first:
+            again[case.id] += 1
+            continue
+        first[case.id] = number
+        kept.append(case)
+    for case_id, n in again.items():
+        err_console.print(
+            f"warning: case id {quoted(case_id)} appears {n + 1} times (first at line "
+            f"{first[case_id]}): calibrating on the first only",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    return kept
 
 
 def _load_calibration(path: str) -> ReliabilityFit:
@@ -193,7 +251,7 @@ def calibrate_command(
     check_output_path(out, option="--out", inputs={"LABELLED": labelled}, what="calibration file")
     check_outputs({"--rejects": rejects}, reads={"LABELLED": labelled, "--out": out})
     with reject_sink(rejects) as sink:
-        cases = _read(_LabelledInput, labelled, sink)
+        cases = _once(_read_numbered(_LabelledInput, labelled, sink))
     if not cases:
         raise InputError(f"{labelled}: no valid labelled case to calibrate on")
     settings = ReliabilitySettings(
@@ -266,6 +324,8 @@ def vote_command(
     from dissensus.io.jsonl import Reject, open_text, read_numbered_models
 
     check_input_path(votes)
+    not_empty(calibration, "--calibration", "the calibration file")
+    not_empty(verifier, "--verifier", "the verifier agent")
     check_outputs({"--rejects": rejects}, reads={"VOTES": votes, "--calibration": calibration})
     cal = _load_calibration(calibration) if calibration else None
     settings = GuardThresholds(
@@ -275,6 +335,7 @@ def vote_command(
     )
     decisions: list[GuardDecision] = []
     modes: Counter[str] = Counter()
+    agents: Counter[str] = Counter()  # every voter's agent id, for a --verifier none had
     with reject_sink(rejects) as sink, open_text(votes) as handle:
         # Streamed: with --json memory does not grow with the number of cases.
         cases = read_numbered_models(VoteCase, handle, file=votes)
@@ -290,6 +351,8 @@ def vote_command(
             except CorrelatedConsensusError as exc:
                 raise CorrelatedConsensusError(f"case {item.id!r}: {exc}", exc.decision) from exc
             modes[d.mode] += 1
+            if verifier is not None:
+                agents.update(v.agent for v in item.votes)
             if json_out:
                 # The input line after the id, as decide's records carry it: two cases
                 # of one id are told apart.
@@ -297,6 +360,8 @@ def vote_command(
                 out.write(dumps_line(record))
             else:
                 decisions.append(d)
+    if verifier is not None and modes and verifier not in agents:
+        _no_verifier_voted(verifier, sum(modes.values()), agents)
     if not json_out:
         table = Table(title=f"Guarded decisions ({len(decisions)} cases)")
         for col in ("id", "answer", "confidence", "mode", "weighted", "refusal", "n_eff"):

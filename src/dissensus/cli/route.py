@@ -35,6 +35,7 @@ from dissensus.cli.common import (
     check_input_path,
     check_outputs,
     exit_for,
+    not_empty,
     number_in,
     out_console,
     print_json,
@@ -259,6 +260,8 @@ def route_command(
     from dissensus.states.routing import RuleSet
     from dissensus.states.stream import route_stream
 
+    not_empty(rules, "--rules", "the rules file")
+    not_empty(similarity, "--similarity", "the similarity backend")
     engine = check_engine(engine, workers=workers, address=ray_address)
     check_outputs({"--out": out, "--rejects": rejects}, reads={"PANELS": panels, "--rules": rules})
     json_out = json_out or out == "-"  # the records on standard output: no table after them
@@ -347,6 +350,7 @@ def calibrate_command(
     """Derive θ_s from a reference corpus: the QUANTILE of per-panel mean reasoning similarity."""
     from dissensus.states.theta_fit import fit_theta_s
 
+    not_empty(similarity, "--similarity", "the similarity backend")
     check_outputs({"--rejects": rejects}, reads={"CORPUS": corpus})
     backend = _backend(similarity, no_cache, allow_code)
     with reject_sink(rejects) as sink:

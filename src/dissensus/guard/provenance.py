@@ -9,9 +9,12 @@ Choices this module makes:
   everywhere the guard tells the two apart: the sources of invariant 1, the voters of
   fallback agreement (invariant 2), the voters that earn or carry consensus weight, the
   evidence stratum of a vote's reliability, and the strata of the reliability fit.
-* Sources are compared as :func:`canonical_source` sees them: Unicode NFKC, case-folded,
-  surrounding whitespace stripped, so ``wiki-index``, ``Wiki-Index`` and ``wiki-index ``
-  are one source (the correlated-hallucination study asks to *name* each agent's distinct source, and these name
+* Sources are compared as :func:`canonical_source` sees them: Unicode NFKC, without the
+  characters that show as nothing (:func:`dissensus.families.comparable_name`: a
+  zero-width space, a bidirectional mark, a control), case-folded, surrounding
+  whitespace stripped, so ``wiki-index``, ``Wiki-Index``, ``wiki-index `` and
+  ``wiki\u200b-index`` are one source (two invisible spellings of one source would
+  otherwise pass invariant 1 as two) (the correlated-hallucination study asks to *name* each agent's distinct source, and these name
   the same one). Invariant 1 counts and reports sources in that form. Families have
   their own rule (:func:`dissensus.families.canonical_family`), which also maps a model
   name to its vendor; a source is never mapped (``gpt-index`` is an index, not OpenAI).
@@ -28,11 +31,10 @@ Choices this module makes:
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-from dissensus.families import canonical_family
+from dissensus.families import canonical_family, comparable_name
 from dissensus.types import Vote
 
 __all__ = [
@@ -47,12 +49,15 @@ __all__ = [
 
 @lru_cache(maxsize=4096)
 def canonical_source(source: str) -> str:
-    """A provenance token as comparisons see it: NFKC, case-folded, stripped.
+    """A provenance token as comparisons see it: NFKC, invisible characters dropped,
+    case-folded, stripped.
 
     >>> canonical_source(" Wiki-Index "), canonical_source("ＰＡＲＡＭＥＴＲＩＣ")
     ('wiki-index', 'parametric')
+    >>> canonical_source("wiki\u200b")
+    'wiki'
     """
-    return unicodedata.normalize("NFKC", source).casefold().strip()
+    return comparable_name(source).casefold().strip()
 
 
 def is_parametric(source: str) -> bool:

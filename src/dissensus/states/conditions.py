@@ -21,7 +21,10 @@ Choices this module makes:
   without ``risk``, ``meta.risk != "high"`` is true.
 * Ordering comparisons between values of different kinds (a number and a string, or
   ``null``) are false, never an error, so a rule cannot crash routing.
-* ``x in y`` is false when ``y`` is not a list, string or mapping.
+* ``x in y`` is false when ``y`` is not a list, string or mapping, and when ``y`` is a
+  mapping and ``x`` a list or a mapping (no key is one): a case's metadata is the
+  caller's data, and ``tie in meta.m`` or ``meta.a in meta.m`` over a ``meta.m`` object
+  is a test that fails, never a ``TypeError`` out of routing.
 * Whether two conditions can hold together is decided in
   :mod:`dissensus.states.exclusive`.
 * Nesting is capped at 100 levels (``_MAX_DEPTH``), counted over the parsed
@@ -301,8 +304,13 @@ def _contains(container: object, item: object) -> bool | None:
     """``item in container``, or ``None`` when ``container`` cannot contain anything."""
     if isinstance(container, str):
         return isinstance(item, str) and item in container
-    if isinstance(container, list | tuple | Mapping):
+    if isinstance(container, list | tuple):
         return item in container
+    if isinstance(container, Mapping):
+        try:
+            return item in container
+        except TypeError:  # an unhashable item (a list, a mapping) is no key
+            return False
     return None
 
 
