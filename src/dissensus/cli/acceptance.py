@@ -329,6 +329,7 @@ def _policy_inputs(
     from dissensus.acceptance import FeatureSettings
     from dissensus.acceptance.prepare import GuardInputs, calibrated_settings
     from dissensus.pipeline import load_policy, policy_guard_calibration
+    from dissensus.pipeline.gates import second_answers_under
     from dissensus.pipeline.spec import file_sha256
     from dissensus.states import Thresholds, get_backend
 
@@ -364,6 +365,9 @@ def _policy_inputs(
         user=list(feature or []),
         reading=calibrated_reading,
         guard=calibrated_guard,
+        # Whether the cases have second answers, as decide --policy would: a run that has
+        # none (or has them where calibration had none) is refused.
+        reask=second_answers_under(policy),
     )
     return PolicyInputs(
         policy=policy, backend=backend, thresholds=thresholds, guard=guard, settings=settings

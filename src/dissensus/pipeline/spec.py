@@ -41,7 +41,11 @@ Choices this module makes:
   (:func:`calibration_difference`, which ``calibrate-acceptance --journal`` uses too for
   the runs it reads; the guard calibration
   compares by the sha256 of its file's bytes, as :attr:`RunSpec.files` holds it); a file
-  that records neither is used as before.
+  that records neither is used as before. So is one that records whether its cases had
+  second answers (``settings.reask``) when the run would not have them, or would where
+  calibration had none (:func:`reask_difference`, naming ``seek_context.followup``,
+  ``max_followups`` or ``use_recorded``): the re-ask features would read as absent, or
+  present, for every case.
 * **Overrides** (``similarity``, ``deadline_s``, ``concurrency``) are written into the
   spec's policy, so the journal shows the settings the run really used. A ``similarity``
   override naming another backend than the policy's drops the policy's
@@ -103,6 +107,7 @@ __all__ = [
     "file_sha256",
     "policy_calibration",
     "policy_guard_calibration",
+    "reask_difference",
 ]
 
 MODEL_ENV = "DISSENSUS_MODEL"
@@ -224,6 +229,7 @@ class RunSpec(BaseModel):
         _check_theta_s(pol, policy_file, similarity is not None)
         env = environ if environ is not None else os.environ
         spec_model = model or pol.seek_context.model or env.get(MODEL_ENV) or None
+        _check_reask(learned, pol, spec_model, policy_file)
         # The model files this build found valid: each is read once, however many specs name it.
         checked: set[ModelFileKey] = set()
         read: dict[str, str | None] = {f.role: f.path for f in files}  # no recording's file
@@ -282,6 +288,7 @@ class RunSpec(BaseModel):
             from dissensus.llm.resolve import check_model_spec
 
             check_model_spec(model)
+            _check_reask(self.acceptance, policy, model, self.policy_file)
         return self.model_copy(update={"policy": policy, "model": model or self.model})
 
     def with_acceptance(self, acceptance: str | os.PathLike[str]) -> RunSpec:
@@ -312,6 +319,7 @@ class RunSpec(BaseModel):
         policy = _read_as_calibrated(
             self.acceptance, self.policy, self.policy_file, self.digests().get("guard.calibration")
         )
+        _check_reask(self.acceptance, policy, self.model, self.policy_file)
         return self if policy is self.policy else self.model_copy(update={"policy": policy})
 
     # -- the journal ------------------------------------------------------------------
@@ -674,6 +682,60 @@ def _read_as_calibrated(
         return policy
     reading = policy.reading.model_copy(update={"similarity": str(calibrated_with)})
     return policy.model_copy(update={"reading": reading})
+
+
+def reask_difference(
+    settings: Mapping[str, Any] | None, policy: Policy, model: str | None
+) -> SettingsDifference | None:
+    """How a run of ``policy`` (deciding with ``model``, the run's model spec: ``None``
+    for none) differs from a learned acceptance file's ``settings`` in having second
+    answers for the cases acceptance judges, or ``None``. Second answers are a re-ask
+    follow-up's (``seek_context.followup: reask``, at least one round), recorded
+    (``use_recorded``) or a model's (the run's, or an agent's own in
+    ``seek_context.models``); calibration read them under the same rule
+    (:func:`dissensus.pipeline.gates.second_answers_under`) and the file records whether
+    it had them (``settings.reask``; not recorded: not compared)."""
+    from dissensus.acceptance.prepare import SettingsDifference
+
+    recorded = (settings or {}).get("reask")
+    if not isinstance(recorded, bool):
+        return None
+    sc = policy.seek_context
+    now = (
+        sc.followup == "reask"
+        and sc.max_followups > 0
+        and (sc.use_recorded or bool(model or sc.models))
+    )
+    if now == recorded:
+        return None
+    if not recorded:
+        field, said = "seek_context.followup", "this policy re-asks"
+    elif sc.followup != "reask":
+        field, said = "seek_context.followup", f"this policy's follow-up is {sc.followup!r}"
+    elif sc.max_followups == 0:
+        field, said = "seek_context.max_followups", "this policy runs no follow-up round"
+    else:
+        field = "seek_context.use_recorded"
+        said = "this policy neither uses the recorded re-asks nor has a model to re-ask"
+    then = "with" if recorded else "without"
+    return SettingsDifference(
+        field=field,
+        recorded="re-asks" if recorded else "no re-asks",
+        policy="no re-asks" if recorded else "re-asks",
+        message=f"the acceptance file was calibrated {then} second answers (the re-ask "
+        f"and order-stability features), {said}: its features would not mean the same; "
+        "calibrate with this policy (calibrate-acceptance --policy)",
+    )
+
+
+def _check_reask(
+    learned: Mapping[str, Any] | None, policy: Policy, model: str | None, policy_file: str | None
+) -> None:
+    """Refuse a run whose second answers differ from the calibration's
+    (:func:`reask_difference`): a :class:`ConfigError` naming the policy file and field."""
+    differs = reask_difference((learned or {}).get("settings"), policy, model)
+    if differs is not None:
+        raise ConfigError(differs.message, file=policy_file, field=differs.field)
 
 
 def check_guard_calibration_object(learned: Mapping[str, Any] | None) -> None:
