@@ -22,6 +22,8 @@ Problem, task, policy, rules, scripted-model and calibration files are all read 
   file, exit 2).
 * An integer of more digits than Python converts (``sys.get_int_max_str_digits()``,
   4,300 by default) is an error naming its line, as the JSON loader refuses one.
+* :func:`yaml_line_of` finds the line a dotted field is written on, so an error a
+  reader of the data raises (a policy's field out of range) can name it too.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ __all__ = [
     "load_yaml_text",
     "read_file_bytes",
     "read_text_file",
+    "yaml_line_of",
 ]
 
 
@@ -178,6 +181,38 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
         where, sep, message = why.partition(": ")
         raise ConfigError(message if sep else why, file=file, field=where if sep else None)
     return data
+
+
+def yaml_line_of(text: str, field: str) -> int | None:
+    """The line (1-based) a dotted ``field`` (``reading.theta_a``, ``panel.members.0.model``)
+    is written on in the YAML ``text``: its key's line, or its nearest written parent's
+    when the field itself is not written (a missing key); ``None`` when none is, or the
+    text is no YAML mapping. Reads the document's nodes only (aliases are not expanded)."""
+    try:
+        node: Any = yaml.compose(text, Loader=_Loader)
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return None
+    line: int | None = None
+    for part in field.split("."):
+        if isinstance(node, yaml.MappingNode):
+            found = next(
+                (
+                    (k, v)
+                    for k, v in node.value
+                    if isinstance(k, yaml.ScalarNode) and k.value == part
+                ),
+                None,
+            )
+            if found is None:
+                break
+            line = found[0].start_mark.line + 1
+            node = found[1]
+        elif isinstance(node, yaml.SequenceNode) and part.isdigit() and int(part) < len(node.value):
+            node = node.value[int(part)]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
 
 
 def load_yaml_file(path: str | Path, *, what: str = "file") -> Any:

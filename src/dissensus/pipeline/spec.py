@@ -86,6 +86,7 @@ from dissensus.pipeline.policy import (
     load_policy,
     policy_from_dict,
     relative_model_spec,
+    with_line,
     with_model_files_under,
 )
 from dissensus.pipeline.run_events import SpecFile, StartedSpec
@@ -177,88 +178,96 @@ class RunSpec(BaseModel):
         command line): a learned acceptance file calibrated with another backend than the
         override's is refused naming it (field ``similarity``), not the policy file.
         """
-        if isinstance(policy, RunSpec):
-            return policy._overridden(
-                model=model,
-                similarity=similarity,
-                deadline_s=deadline_s,
-                concurrency=concurrency,
-                similarity_name=similarity_name,
-            )
-        from_data = isinstance(policy, Mapping)
-        if isinstance(policy, Mapping):  # a policy as parsed YAML / JSON data
-            policy = policy_from_dict(dict(policy), file=policy_file)
-        elif policy is not None and not isinstance(policy, Policy | str | os.PathLike):
-            raise ConfigError(
-                "a policy is a policy file, a Policy, a RunSpec, a mapping or None, "
-                f"not {type(policy).__name__}",
-                field="policy",
-            )
-        files: list[SpecFile] = []
-        if policy is None:
-            pol = Policy()
-            base = Path(base_dir).resolve() if base_dir is not None else None
-        elif isinstance(policy, Policy):
-            check_policy(policy, file=policy_file)
-            base = Path(base_dir).resolve() if base_dir is not None else None
-            pol = with_model_files_under(policy, base) if base is not None else policy
-        else:
-            policy_file = os.fspath(policy)
-            # An explicit base_dir holds every relative path of the file, model files too.
-            pol, base = load_policy(policy_file, base_dir=base_dir)
-            files.append(_spec_file("policy", policy_file))
-        pol = _with_overrides(
-            pol, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
-        )
-        _check_similarity_code(pol, policy_file, similarity is not None)
-        calibration = policy_calibration(pol, base, policy_file)
-        if calibration is not None:
-            where = _resolve(pol.acceptance.calibration, base)
-            files.append(_spec_file("acceptance.calibration", where))
-        guard_calibration = policy_guard_calibration(pol, base, policy_file)
-        if guard_calibration is not None:
-            files.append(_spec_file("guard.calibration", _resolve(pol.guard.calibration, base)))
-        # Who chose the backend: an override, or the policy (errors name that one).
-        chosen_by = similarity_name if similarity is not None else None
-        learned, learned_path = _learned(pol, base, policy_file, acceptance, chosen_by)
-        if learned_path is not None:
-            files.append(_spec_file("acceptance.model", learned_path))
-            guard_sha256 = next((f.sha256 for f in files if f.role == "guard.calibration"), None)
-            pol = _read_as_calibrated(learned, pol, policy_file, guard_sha256, chosen_by)
-            _check_user_features(learned, pol, learned_path)
-        _check_theta_s(pol, policy_file, similarity is not None)
-        env = environ if environ is not None else os.environ
-        spec_model = model or pol.seek_context.model or env.get(MODEL_ENV) or None
-        _check_reask(learned, pol, spec_model, policy_file)
-        # The model files this build found valid: each is read once, however many specs name it.
-        checked: set[ModelFileKey] = set()
-        read: dict[str, str | None] = {f.role: f.path for f in files}  # no recording's file
-        if spec_model:
-            from dissensus.llm.resolve import check_model_spec
-
-            try:
-                check_model_spec(spec_model, checked=checked, files=read)
-            except ConfigError as exc:
-                if model or spec_model != pol.seek_context.model:
-                    raise  # the caller's model (--model, the environment): no policy field
+        try:
+            if isinstance(policy, RunSpec):
+                return policy._overridden(
+                    model=model,
+                    similarity=similarity,
+                    deadline_s=deadline_s,
+                    concurrency=concurrency,
+                    similarity_name=similarity_name,
+                )
+            from_data = isinstance(policy, Mapping)
+            if isinstance(policy, Mapping):  # a policy as parsed YAML / JSON data
+                policy = policy_from_dict(dict(policy), file=policy_file)
+            elif policy is not None and not isinstance(policy, Policy | str | os.PathLike):
                 raise ConfigError(
-                    exc.inner(), file=policy_file, field="seek_context.model"
-                ) from None
-        _check_agent_models(pol, policy_file, checked, read)
-        _check_budget_pays(pol, policy_file, spec_model)
-        # A Policy built in code may come with its members open (_check_panel_models).
-        if policy_file is not None or from_data:
-            _check_panel_models(pol, policy_file, base, checked, read)
-        return cls(
-            policy=pol,
-            policy_file=policy_file,
-            base_dir=str(base) if base is not None else None,
-            calibration=calibration,
-            guard_calibration=guard_calibration,
-            acceptance=learned,
-            model=spec_model,
-            files=tuple(files),
-        )
+                    "a policy is a policy file, a Policy, a RunSpec, a mapping or None, "
+                    f"not {type(policy).__name__}",
+                    field="policy",
+                )
+            files: list[SpecFile] = []
+            if policy is None:
+                pol = Policy()
+                base = Path(base_dir).resolve() if base_dir is not None else None
+            elif isinstance(policy, Policy):
+                check_policy(policy, file=policy_file)
+                base = Path(base_dir).resolve() if base_dir is not None else None
+                pol = with_model_files_under(policy, base) if base is not None else policy
+            else:
+                policy_file = os.fspath(policy)
+                # An explicit base_dir holds every relative path of the file, model files too.
+                pol, base = load_policy(policy_file, base_dir=base_dir)
+                files.append(_spec_file("policy", policy_file))
+            pol = _with_overrides(
+                pol, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
+            )
+            _check_similarity_code(pol, policy_file, similarity is not None)
+            calibration = policy_calibration(pol, base, policy_file)
+            if calibration is not None:
+                where = _resolve(pol.acceptance.calibration, base)
+                files.append(_spec_file("acceptance.calibration", where))
+            guard_calibration = policy_guard_calibration(pol, base, policy_file)
+            if guard_calibration is not None:
+                files.append(_spec_file("guard.calibration", _resolve(pol.guard.calibration, base)))
+            # Who chose the backend: an override, or the policy (errors name that one).
+            chosen_by = similarity_name if similarity is not None else None
+            learned, learned_path = _learned(pol, base, policy_file, acceptance, chosen_by)
+            if learned_path is not None:
+                files.append(_spec_file("acceptance.model", learned_path))
+                guard_sha256 = next(
+                    (f.sha256 for f in files if f.role == "guard.calibration"), None
+                )
+                pol = _read_as_calibrated(learned, pol, policy_file, guard_sha256, chosen_by)
+                _check_user_features(learned, pol, learned_path)
+            _check_theta_s(pol, policy_file, similarity is not None)
+            env = environ if environ is not None else os.environ
+            spec_model = model or pol.seek_context.model or env.get(MODEL_ENV) or None
+            _check_reask(learned, pol, spec_model, policy_file)
+            # The model files this build found valid: each is read once, however many specs name it.
+            checked: set[ModelFileKey] = set()
+            read: dict[str, str | None] = {f.role: f.path for f in files}  # no recording's file
+            if spec_model:
+                from dissensus.llm.resolve import check_model_spec
+
+                try:
+                    check_model_spec(spec_model, checked=checked, files=read)
+                except ConfigError as exc:
+                    if model or spec_model != pol.seek_context.model:
+                        raise  # the caller's model (--model, the environment): no policy field
+                    raise ConfigError(
+                        exc.inner(), file=policy_file, field="seek_context.model"
+                    ) from None
+            _check_agent_models(pol, policy_file, checked, read)
+            _check_budget_pays(pol, policy_file, spec_model)
+            # A Policy built in code may come with its members open (_check_panel_models).
+            if policy_file is not None or from_data:
+                _check_panel_models(pol, policy_file, base, checked, read)
+            return cls(
+                policy=pol,
+                policy_file=policy_file,
+                base_dir=str(base) if base is not None else None,
+                calibration=calibration,
+                guard_calibration=guard_calibration,
+                acceptance=learned,
+                model=spec_model,
+                files=tuple(files),
+            )
+        except ConfigError as exc:
+            # An error naming a field of the policy file names the line it is written on.
+            if policy_file is None or exc.file != policy_file:
+                raise
+            raise with_line(exc, policy_file) from None
 
     def _overridden(
         self,
