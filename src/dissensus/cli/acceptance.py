@@ -383,7 +383,9 @@ def _checked_judged(
     from dissensus.acceptance.calibrate import MISSING_STRATUM
 
     if not got.cases:
-        raise InputError("no labelled cases to calibrate on")
+        read = f" in {', '.join(got.sources)}" if got.sources else ""
+        bad = f"; {got.rejected} line(s) rejected, each named above" if got.rejected else ""
+        raise InputError(f"no labelled cases to calibrate on{read}{bad}")
     if strata and all(g == MISSING_STRATUM for g in got.groups):
         raise InputError(
             f"--strata {strata}: none of the {len(got.cases)} labelled cases has it in its meta "
