@@ -339,6 +339,58 @@ def test_a_guard_calibration_object_is_refused_beside_a_file_recording_its_guard
     assert decide(FIRST, data, guard_calibration=fit).state
 
 
+def test_deciding_without_the_second_answers_calibration_had_is_refused(world: Path) -> None:
+    """A file calibrated on panels with re-asks (the re-ask and order-stability features)
+    was used by a run with no follow-up, or with ``use_recorded: false`` and no model:
+    every case scored as if no agent had been re-asked, and commits went on under the
+    file's stated guarantee. The file now records whether its cases had second answers
+    (``settings.reask``) and a run that would not have them is refused, naming the field;
+    so is one that would have them beside a file calibrated without."""
+    from dissensus.acceptance import canonical_hash, load_acceptance
+    from dissensus.pipeline import decide
+
+    assert load_acceptance(world / "A.json").settings.reask is True
+    same = {"reading": {"similarity": "tfidf", "theta_s": 0.3}}
+    for sc, field in (
+        ({"followup": "none"}, "seek_context.followup"),
+        ({"followup": "dci"}, "seek_context.followup"),
+        ({"max_followups": 0}, "seek_context.max_followups"),
+        ({"use_recorded": False}, "seek_context.use_recorded"),
+    ):
+        refused = _refused(
+            {**same, "seek_context": sc}, field, acceptance=world / "A.json", environ={}
+        )
+        assert "calibrated with second answers" in str(refused)
+    data = {**same, "seek_context": {"followup": "none"}}
+    with pytest.raises(ConfigError, match="calibrated with second answers") as err:
+        decide(FIRST, {**data, "acceptance": {"model": str(world / "A.json")}})
+    assert err.value.field == "seek_context.followup"
+    none = _policy(world / "none.yaml", reading={"theta_s": 0.3}, seek_context={"followup": "none"})
+    res = cli(
+        "decide", PANELS, "--policy", none, "--acceptance", world / "A.json",
+        "--journal", world / "noreask.sqlite",
+    )  # fmt: skip
+    assert res.code == 2
+    assert f"{none}: field 'seek_context.followup': the acceptance file was calibrated " in res.err
+    assert not (world / "noreask.sqlite").exists()  # refused before any run
+    # Calibrated without re-asks, decided with them: refused the other way round.
+    out = world / "N.json"
+    res = cli("calibrate-acceptance", PANELS, "--policy", none, "--out", out,
+              "--target-precision", "0.8", "--json")  # fmt: skip
+    assert res.code == 0, res.err
+    assert load_acceptance(out).settings.reask is False
+    assert RunSpec.from_policy(none, acceptance=out).acceptance is not None
+    refused = _refused(same, "seek_context.followup", acceptance=out, environ={})
+    assert "calibrated without second answers" in str(refused)
+    # A file that does not record it (written before it was) is not compared.
+    old = json.loads((world / "A.json").read_text(encoding="utf-8"))
+    del old["settings"]["reask"]
+    old["sha256"] = canonical_hash(old)
+    (world / "unrecorded.json").write_text(json.dumps(old), encoding="utf-8")
+    unrecorded = world / "unrecorded.json"
+    assert RunSpec.from_policy(data, acceptance=unrecorded, environ={}).acceptance is not None
+
+
 def test_calibration_reads_recorded_reasks_only_where_decide_would_have_them(
     tmp_path: Path,
 ) -> None:

@@ -102,23 +102,26 @@ _VOTES = st.lists(st.sampled_from(["A", "B", None]), min_size=2, max_size=5)
 
 
 @pytest.fixture(scope="module")
-def tfidf_acceptance(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, str]:
+def tfidf_acceptance(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[bool, bool], str]:
     """Acceptance files calibrated (TF-IDF) on the bundled LLMBar panels, by whether the
-    policy's guard is enabled (a file is used with the guard setting it was calibrated with)."""
+    policy's guard is enabled and whether its cases have second answers (a file is used
+    with the guard setting and the re-asks it was calibrated with)."""
     from dissensus.cli import main
 
     where = tmp_path_factory.mktemp("acceptance")
     panels = Path(__file__).resolve().parent.parent / "examples" / "llmbar-swap.jsonl"
-    files: dict[bool, str] = {}
+    files: dict[tuple[bool, bool], str] = {}
     for guard in (True, False):
-        policy = where / f"policy-{guard}.yaml"
-        policy.write_text(
-            f"reading:\n  similarity: tfidf\nguard:\n  enabled: {str(guard).lower()}\n"
-        )
-        out = where / f"A-{guard}.json"
-        argv = ["calibrate-acceptance", str(panels), "--policy", str(policy), "--out", str(out)]
-        assert main([*argv, "--target-precision", "0.8", "--json"]) == 0
-        files[guard] = str(out)
+        for reask in (True, False):
+            policy = where / f"policy-{guard}-{reask}.yaml"
+            policy.write_text(
+                f"reading:\n  similarity: tfidf\nguard:\n  enabled: {str(guard).lower()}\n"
+                f"seek_context:\n  followup: {'reask' if reask else 'none'}\n"
+            )
+            out = where / f"A-{guard}-{reask}.json"
+            argv = ["calibrate-acceptance", str(panels), "--policy", str(policy), "--out", str(out)]
+            assert main([*argv, "--target-precision", "0.8", "--json"]) == 0
+            files[guard, reask] = str(out)
     return files
 
 
@@ -135,7 +138,7 @@ def tfidf_acceptance(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, str
     rounds=st.sampled_from([0, 1, 2]),
 )
 def test_the_judged_population_is_the_one_decide_judges(
-    tfidf_acceptance: dict[bool, str],
+    tfidf_acceptance: dict[tuple[bool, bool], str],
     decisions: list[str | None],
     evidence: bool,
     same_family: bool,
@@ -160,7 +163,7 @@ def test_the_judged_population_is_the_one_decide_judges(
                 else {"convergent_disagreement_without_values": cd}
             ),
             "seek_context": {"followup": followup, "max_followups": rounds},
-            "acceptance": {"model": tfidf_acceptance[guard]},
+            "acceptance": {"model": tfidf_acceptance[guard, followup == "reask" and rounds > 0]},
         }
     )
     data = panel(

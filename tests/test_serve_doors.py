@@ -249,7 +249,8 @@ def test_a_bad_similarity_function_is_refused_before_serving_in_one_line(tmp_pat
     assert out.code == 2
     assert out.err.strip().splitlines() == [
         f"error: {policy}: field 'reading.similarity': cannot import module "
-        "'no_such_module_xyz': ModuleNotFoundError: No module named 'no_such_module_xyz'"
+        "'no_such_module_xyz': ModuleNotFoundError: No module named 'no_such_module_xyz' "
+        "(line 2)"
     ]
 
 

@@ -27,20 +27,31 @@ class DissensusError(Exception):
 class ConfigError(DissensusError):
     """A configuration file (rules, policy, problem, task) is invalid.
 
-    The message names the file and the field.
+    The message names the file and the field, and ends with the line the field is
+    written on (``(line 5)``) when it is known (a policy file's fields: the message
+    itself, :attr:`message`, leaves it out).
     """
 
     exit_code = 2
 
-    def __init__(self, message: str, *, file: str | None = None, field: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        field: str | None = None,
+        line: int | None = None,
+    ) -> None:
         where = ""
         if file:
             where += f"{file}: "
         if field:
             where += f"field {field!r}: "
-        super().__init__(f"{where}{message}")
+        super().__init__(f"{where}{message}" + (f" (line {line})" if line else ""))
         self.file = file
         self.field = field
+        self.line = line
+        """The line of ``file`` the field is written on (a YAML file's), when known."""
         self.message = message
         """The message without the file and field (what a caller re-wrapping it under
         its own field keeps)."""

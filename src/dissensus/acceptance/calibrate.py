@@ -36,6 +36,13 @@ scores' distribution; the guarantee then rests on exchangeability as in Trust or
 Escalate, up to the weak dependence cross-fitting introduces between calibration
 scores (fold models share training cases), which ``evaluation/acceptance.py`` measures.
 
+The arguments are checked before anything is fitted: ``target`` and ``delta`` real
+numbers strictly between 0 and 1 (not a boolean or a quoted number), ``min_accepted`` a
+non-negative integer, one gold (and stratum and key, when given) per case; otherwise an
+:class:`~dissensus.errors.InputError` naming the argument, where a negative
+``min_accepted`` was a pydantic traceback after the whole fit and a quoted ``delta`` a
+``TypeError``.
+
 ``judged`` marks the cases acceptance would judge under the deciding policy (its routing
 and guard: :func:`dissensus.pipeline.gates.judged_by_acceptance`; ``calibrate-acceptance``
 passes it). The model is fitted on every labelled case, but the threshold, the figures,
@@ -47,6 +54,7 @@ would both misstate the guarantee and make every run look shifted).
 
 from __future__ import annotations
 
+import numbers
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -100,6 +108,44 @@ def library_versions() -> dict[str, str]:
     return out
 
 
+def _check_arguments(
+    cases: Sequence[Sequence[Candidate]],
+    golds: Sequence[str],
+    *,
+    target: object,
+    delta: object,
+    min_accepted: object,
+    strata: Sequence[str] | None,
+    keys: Sequence[str] | None,
+) -> None:
+    """Refuse what :func:`calibrate` cannot take, before anything is fitted: an
+    :class:`~dissensus.errors.InputError` naming the argument (a level that is not a
+    number strictly between 0 and 1, a ``min_accepted`` that is not a non-negative
+    integer, golds, strata or keys that do not pair one with each case)."""
+    for name, value in (("target", target), ("delta", delta)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or not 0.0 < float(value) < 1.0
+        ):
+            error = InputError(f"{name} must be a number strictly between 0 and 1, not {value!r}")
+            error.field = name
+            raise error
+    if (
+        isinstance(min_accepted, bool)
+        or not isinstance(min_accepted, numbers.Integral)
+        or (int(min_accepted) < 0)
+    ):
+        error = InputError(f"min_accepted must be a non-negative integer, not {min_accepted!r}")
+        error.field = "min_accepted"
+        raise error
+    for name, values in (("golds", golds), ("strata", strata), ("keys", keys)):
+        if values is not None and len(values) != len(cases):
+            error = InputError(f"{name} has {len(values)} entries for {len(cases)} cases")
+            error.field = name
+            raise error
+
+
 def calibrate(
     cases: Sequence[Sequence[Candidate]],
     golds: Sequence[str],
@@ -131,6 +177,10 @@ def calibrate(
     two cases the same case (e.g. :func:`~dissensus.acceptance.fit.case_key` of each panel),
     for the folds (:func:`~dissensus.acceptance.fit.crossfit`).
     """
+    _check_arguments(
+        cases, golds, target=target, delta=delta, min_accepted=min_accepted, strata=strata,
+        keys=keys,
+    )  # fmt: skip
     compete = (
         list(DEFAULT_FAMILIES)
         if family is None

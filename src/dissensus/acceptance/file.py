@@ -3,7 +3,8 @@
 The file holds everything needed to apply and audit an acceptance model: the format
 version, the feature settings (with, since they are recorded, the reading thresholds and
 guard settings the features were computed with: :class:`CalibratedReading`,
-:class:`CalibratedGuard`; absent from older files, and left out when not recorded) and list, the library versions it was fitted with, the
+:class:`CalibratedGuard`, and whether the calibration cases had second answers,
+``settings.reask``; absent from older files, and left out when not recorded) and list, the library versions it was fitted with, the
 cross-fitted fold models as plain JSON (coefficients, no pickle; a new case is scored by
 one of them, see :mod:`dissensus.acceptance.fit`), the threshold and the guarantee it
 carries (target precision, delta, minimum accepted), the calibration size and the
@@ -220,10 +221,11 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 class FeatureSettings(BaseModel):
     """How the features were computed (the pipeline computes them the same way).
 
-    ``reading`` and ``guard`` record the settings calibration computed the features with
-    (``calibrate-acceptance`` writes them; ``None``: not recorded, as in files written
-    before they were, and then left out of the file); a run whose policy differs is
-    refused (:func:`dissensus.acceptance.prepare.check_calibrated_settings`)."""
+    ``reading``, ``guard`` and ``reask`` record the settings calibration computed the
+    features with (``calibrate-acceptance`` writes them; ``None``: not recorded, as in
+    files written before they were, and then left out of the file); a run whose policy
+    differs is refused (:func:`dissensus.acceptance.prepare.check_calibrated_settings`,
+    and for ``reask`` :func:`dissensus.pipeline.spec.reask_difference`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -239,13 +241,18 @@ class FeatureSettings(BaseModel):
     """The reading thresholds calibration used (``None``: not recorded)."""
     guard: CalibratedGuard | None = None
     """The guard settings calibration used (``None``: not recorded)."""
+    reask: bool | None = None
+    """Whether the calibration cases had second answers (a re-ask follow-up's, recorded
+    in the panels or a model's): the re-ask and order-stability features read them, and a
+    run without them (or with them, when calibration had none) would score its cases on
+    features that do not mean what they meant at calibration (``None``: not recorded)."""
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """The settings without the records left unrecorded: a file that records neither
+        """The settings without the records left unrecorded: a file that records none
         is written as before they existed."""
         data: dict[str, Any] = handler(self)
-        for key in ("reading", "guard"):
+        for key in ("reading", "guard", "reask"):
             if data.get(key) is None:
                 data.pop(key, None)
         return data

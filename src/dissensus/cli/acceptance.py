@@ -329,6 +329,7 @@ def _policy_inputs(
     from dissensus.acceptance import FeatureSettings
     from dissensus.acceptance.prepare import GuardInputs, calibrated_settings
     from dissensus.pipeline import load_policy, policy_guard_calibration
+    from dissensus.pipeline.gates import second_answers_under
     from dissensus.pipeline.spec import file_sha256
     from dissensus.states import Thresholds, get_backend
 
@@ -364,6 +365,9 @@ def _policy_inputs(
         user=list(feature or []),
         reading=calibrated_reading,
         guard=calibrated_guard,
+        # Whether the cases have second answers, as decide --policy would: a run that has
+        # none (or has them where calibration had none) is refused.
+        reask=second_answers_under(policy),
     )
     return PolicyInputs(
         policy=policy, backend=backend, thresholds=thresholds, guard=guard, settings=settings
@@ -379,7 +383,9 @@ def _checked_judged(
     from dissensus.acceptance.calibrate import MISSING_STRATUM
 
     if not got.cases:
-        raise InputError("no labelled cases to calibrate on")
+        read = f" in {', '.join(got.sources)}" if got.sources else ""
+        bad = f"; {got.rejected} line(s) rejected, each named above" if got.rejected else ""
+        raise InputError(f"no labelled cases to calibrate on{read}{bad}")
     if strata and all(g == MISSING_STRATUM for g in got.groups):
         raise InputError(
             f"--strata {strata}: none of the {len(got.cases)} labelled cases has it in its meta "

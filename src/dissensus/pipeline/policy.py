@@ -56,7 +56,12 @@ fall back to a default); switches (``enabled``, ``use_recorded``, ``allow_code``
 ``true`` / ``false`` only, so a quoted ``"false"`` or a ``0`` is an error rather than
 read as a switch either way; a number is a number: a quoted ``"0.9"`` or a YAML
 ``yes`` / ``on`` where a number belongs is an error naming the field (an integer may be
-written ``4.0``), as is a number where a switch or text belongs. This holds for a new
+written ``4.0``), as is a number where a switch or text belongs (``1e-3``, which YAML 1.1
+reads as text, is refused saying to write ``1.0e-3``). An error about a field of a
+policy file names the line it is written on (``(line 5)``: :func:`with_line`, for
+errors raised while the file is read and while a run's specification is built from
+it), and an unknown key names the known key it is spelt close to (``did you mean
+'shift_alpha'?``), or lists the known keys of its section. This holds for a new
 policy (a file, a request's mapping); a policy read back from a journal is read as it
 was written; a bad policy raises :class:`ConfigError` naming the file and
 the dotted field; relative paths inside the policy are relative to the folder the
@@ -93,7 +98,7 @@ from pydantic import (
 )
 
 from dissensus.errors import ConfigError
-from dissensus.io.yamlfile import load_yaml_file
+from dissensus.io.yamlfile import load_yaml_text, read_text_file, yaml_line_of
 from dissensus.quoting import missing_misspelt
 from dissensus.signals import MarkerLexicon
 from dissensus.types import JsonObject
@@ -463,7 +468,18 @@ def _check_strict(data: dict[str, Any], file: str | None) -> None:
             type(got), type(got).__name__
         )
         message = f"{first['msg']}, not {kind} ({json.dumps(got, default=str)[:60]})"
+        if isinstance(got, str) and _EXPONENT_ONLY.fullmatch(got.strip()):
+            # YAML 1.1 (PyYAML) reads 1e-3 as text: only 1.0e-3 is a float.
+            mantissa, _, exponent = got.strip().lower().partition("e")
+            message += (
+                f"; YAML reads a number with an exponent but no '.' as text: "
+                f"write {mantissa}.0e{exponent}"
+            )
         raise ConfigError(message, file=file, field=_field(tuple(first["loc"]))) from None
+
+
+_EXPONENT_ONLY = re.compile(r"[-+]?[0-9]+[eE][-+]?[0-9]+")
+"""A number written with an exponent and no ``.`` (``1e-3``), which YAML 1.1 reads as text."""
 
 
 def _integral(value: Any) -> Any:
@@ -503,14 +519,46 @@ def _warn_deprecated(data: Any, file: str) -> None:
             )
 
 
-def _config_error(exc: ValidationError, file: str | None, prefix: tuple[str, ...]) -> ConfigError:
+def _config_error(
+    exc: ValidationError,
+    file: str | None,
+    prefix: tuple[str, ...],
+    model: type[BaseModel] | None = None,
+) -> ConfigError:
+    """The first problem of ``exc`` as a :class:`ConfigError` naming ``file`` and the
+    dotted field (under ``prefix``); an unknown key of ``model`` (the model validated,
+    :class:`Policy` by default) says which of its keys it is spelt close to."""
     errors = exc.errors()
     first = errors[0]
     message = first["msg"]
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
+    if first.get("type") == "extra_forbidden" and first.get("loc"):
+        message = "unknown key" + _did_you_mean(
+            tuple(first["loc"]), Policy if model is None else model
+        )
     message += missing_misspelt(errors)
     return ConfigError(message, file=file, field=_field((*prefix, *first["loc"])))
+
+
+def _did_you_mean(loc: tuple[int | str, ...], model: type[BaseModel]) -> str:
+    """`` (did you mean 'theta_a'?)`` for the unknown key ``loc[-1]`` when ``model``'s
+    mapping at ``loc[:-1]`` has a key spelt close to it (difflib's ratio at least 0.6);
+    else ``` (known keys: ...)``` listing that mapping's keys, or nothing when the path
+    does not lead to a model's mapping."""
+    import difflib
+
+    for part in loc[:-1]:
+        info = model.model_fields.get(part) if isinstance(part, str) else None
+        annotation = info.annotation if info is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return ""
+        model = annotation
+    keys = list(model.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), keys, n=1, cutoff=0.6)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return f" (known keys: {', '.join(keys)})" if keys else ""
 
 
 SIMILARITY_NAMES = frozenset(
@@ -584,7 +632,7 @@ def guard_thresholds(policy: Policy) -> GuardThresholds:
     try:
         return GuardThresholds.model_validate(policy.guard.options)
     except ValidationError as exc:
-        raise _config_error(exc, None, ("guard", "options")) from None
+        raise _config_error(exc, None, ("guard", "options"), GuardThresholds) from None
 
 
 def check_policy(policy: Policy, *, file: str | None = None) -> None:
@@ -623,7 +671,7 @@ def _check_parts(policy: Policy, file: str | None) -> None:
         # refused, not converted (a policy journalled with a run is not checked again).
         CheckedGuardThresholds.model_validate(policy.guard.options, strict=True)
     except ValidationError as exc:
-        raise _config_error(exc, file, ("guard", "options")) from exc
+        raise _config_error(exc, file, ("guard", "options"), CheckedGuardThresholds) from exc
     check_priorities(policy.routing.rules, file=file, prefix="routing.")
     named = {
         "acceptance.model": policy.acceptance.model,
@@ -682,11 +730,33 @@ def load_policy(
     if path is None:
         return Policy(), None
     p = Path(path)
-    data = load_yaml_file(p, what="policy")
-    policy = policy_from_dict(data, file=str(path))
-    _warn_deprecated(data, str(path))
-    base = Path(base_dir).resolve() if base_dir is not None else p.resolve().parent
-    return with_model_files_under(policy, base, file=str(path)), base
+    text = read_text_file(p, what="policy")
+    data = load_yaml_text(text, file=str(path))
+    try:
+        policy = policy_from_dict(data, file=str(path))
+        _warn_deprecated(data, str(path))
+        base = Path(base_dir).resolve() if base_dir is not None else p.resolve().parent
+        return with_model_files_under(policy, base, file=str(path)), base
+    except ConfigError as exc:
+        raise with_line(exc, str(path), text) from None
+
+
+def with_line(exc: ConfigError, file: str, text: str | None = None) -> ConfigError:
+    """``exc`` naming the line of the policy file ``file`` its field is written on
+    (:func:`~dissensus.io.yamlfile.yaml_line_of`; ``text``: the file's text, read again
+    when not given), or ``exc`` itself: one about another file or no field, one that
+    names a line already, or a subclass (which callers tell apart by its type)."""
+    if type(exc) is not ConfigError or exc.file != file or not exc.field or exc.line:
+        return exc
+    if text is None:
+        try:
+            text = read_text_file(file, what="policy")
+        except ConfigError:
+            return exc
+    line = yaml_line_of(text, exc.field)
+    if line is None:
+        return exc
+    return ConfigError(exc.message, file=exc.file, field=exc.field, line=line)
 
 
 def with_model_files_under(policy: Policy, base: Path, *, file: str | None = None) -> Policy:

@@ -41,7 +41,11 @@ Choices this module makes:
   (:func:`calibration_difference`, which ``calibrate-acceptance --journal`` uses too for
   the runs it reads; the guard calibration
   compares by the sha256 of its file's bytes, as :attr:`RunSpec.files` holds it); a file
-  that records neither is used as before.
+  that records neither is used as before. So is one that records whether its cases had
+  second answers (``settings.reask``) when the run would not have them, or would where
+  calibration had none (:func:`reask_difference`, naming ``seek_context.followup``,
+  ``max_followups`` or ``use_recorded``): the re-ask features would read as absent, or
+  present, for every case.
 * **Overrides** (``similarity``, ``deadline_s``, ``concurrency``) are written into the
   spec's policy, so the journal shows the settings the run really used. A ``similarity``
   override naming another backend than the policy's drops the policy's
@@ -82,6 +86,7 @@ from dissensus.pipeline.policy import (
     load_policy,
     policy_from_dict,
     relative_model_spec,
+    with_line,
     with_model_files_under,
 )
 from dissensus.pipeline.run_events import SpecFile, StartedSpec
@@ -103,6 +108,7 @@ __all__ = [
     "file_sha256",
     "policy_calibration",
     "policy_guard_calibration",
+    "reask_difference",
 ]
 
 MODEL_ENV = "DISSENSUS_MODEL"
@@ -172,87 +178,96 @@ class RunSpec(BaseModel):
         command line): a learned acceptance file calibrated with another backend than the
         override's is refused naming it (field ``similarity``), not the policy file.
         """
-        if isinstance(policy, RunSpec):
-            return policy._overridden(
-                model=model,
-                similarity=similarity,
-                deadline_s=deadline_s,
-                concurrency=concurrency,
-                similarity_name=similarity_name,
-            )
-        from_data = isinstance(policy, Mapping)
-        if isinstance(policy, Mapping):  # a policy as parsed YAML / JSON data
-            policy = policy_from_dict(dict(policy), file=policy_file)
-        elif policy is not None and not isinstance(policy, Policy | str | os.PathLike):
-            raise ConfigError(
-                "a policy is a policy file, a Policy, a RunSpec, a mapping or None, "
-                f"not {type(policy).__name__}",
-                field="policy",
-            )
-        files: list[SpecFile] = []
-        if policy is None:
-            pol = Policy()
-            base = Path(base_dir).resolve() if base_dir is not None else None
-        elif isinstance(policy, Policy):
-            check_policy(policy, file=policy_file)
-            base = Path(base_dir).resolve() if base_dir is not None else None
-            pol = with_model_files_under(policy, base) if base is not None else policy
-        else:
-            policy_file = os.fspath(policy)
-            # An explicit base_dir holds every relative path of the file, model files too.
-            pol, base = load_policy(policy_file, base_dir=base_dir)
-            files.append(_spec_file("policy", policy_file))
-        pol = _with_overrides(
-            pol, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
-        )
-        _check_similarity_code(pol, policy_file, similarity is not None)
-        calibration = policy_calibration(pol, base, policy_file)
-        if calibration is not None:
-            where = _resolve(pol.acceptance.calibration, base)
-            files.append(_spec_file("acceptance.calibration", where))
-        guard_calibration = policy_guard_calibration(pol, base, policy_file)
-        if guard_calibration is not None:
-            files.append(_spec_file("guard.calibration", _resolve(pol.guard.calibration, base)))
-        # Who chose the backend: an override, or the policy (errors name that one).
-        chosen_by = similarity_name if similarity is not None else None
-        learned, learned_path = _learned(pol, base, policy_file, acceptance, chosen_by)
-        if learned_path is not None:
-            files.append(_spec_file("acceptance.model", learned_path))
-            guard_sha256 = next((f.sha256 for f in files if f.role == "guard.calibration"), None)
-            pol = _read_as_calibrated(learned, pol, policy_file, guard_sha256, chosen_by)
-            _check_user_features(learned, pol, learned_path)
-        _check_theta_s(pol, policy_file, similarity is not None)
-        env = environ if environ is not None else os.environ
-        spec_model = model or pol.seek_context.model or env.get(MODEL_ENV) or None
-        # The model files this build found valid: each is read once, however many specs name it.
-        checked: set[ModelFileKey] = set()
-        read: dict[str, str | None] = {f.role: f.path for f in files}  # no recording's file
-        if spec_model:
-            from dissensus.llm.resolve import check_model_spec
-
-            try:
-                check_model_spec(spec_model, checked=checked, files=read)
-            except ConfigError as exc:
-                if model or spec_model != pol.seek_context.model:
-                    raise  # the caller's model (--model, the environment): no policy field
+        try:
+            if isinstance(policy, RunSpec):
+                return policy._overridden(
+                    model=model,
+                    similarity=similarity,
+                    deadline_s=deadline_s,
+                    concurrency=concurrency,
+                    similarity_name=similarity_name,
+                )
+            from_data = isinstance(policy, Mapping)
+            if isinstance(policy, Mapping):  # a policy as parsed YAML / JSON data
+                policy = policy_from_dict(dict(policy), file=policy_file)
+            elif policy is not None and not isinstance(policy, Policy | str | os.PathLike):
                 raise ConfigError(
-                    exc.inner(), file=policy_file, field="seek_context.model"
-                ) from None
-        _check_agent_models(pol, policy_file, checked, read)
-        _check_budget_pays(pol, policy_file, spec_model)
-        # A Policy built in code may come with its members open (_check_panel_models).
-        if policy_file is not None or from_data:
-            _check_panel_models(pol, policy_file, base, checked, read)
-        return cls(
-            policy=pol,
-            policy_file=policy_file,
-            base_dir=str(base) if base is not None else None,
-            calibration=calibration,
-            guard_calibration=guard_calibration,
-            acceptance=learned,
-            model=spec_model,
-            files=tuple(files),
-        )
+                    "a policy is a policy file, a Policy, a RunSpec, a mapping or None, "
+                    f"not {type(policy).__name__}",
+                    field="policy",
+                )
+            files: list[SpecFile] = []
+            if policy is None:
+                pol = Policy()
+                base = Path(base_dir).resolve() if base_dir is not None else None
+            elif isinstance(policy, Policy):
+                check_policy(policy, file=policy_file)
+                base = Path(base_dir).resolve() if base_dir is not None else None
+                pol = with_model_files_under(policy, base) if base is not None else policy
+            else:
+                policy_file = os.fspath(policy)
+                # An explicit base_dir holds every relative path of the file, model files too.
+                pol, base = load_policy(policy_file, base_dir=base_dir)
+                files.append(_spec_file("policy", policy_file))
+            pol = _with_overrides(
+                pol, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
+            )
+            _check_similarity_code(pol, policy_file, similarity is not None)
+            calibration = policy_calibration(pol, base, policy_file)
+            if calibration is not None:
+                where = _resolve(pol.acceptance.calibration, base)
+                files.append(_spec_file("acceptance.calibration", where))
+            guard_calibration = policy_guard_calibration(pol, base, policy_file)
+            if guard_calibration is not None:
+                files.append(_spec_file("guard.calibration", _resolve(pol.guard.calibration, base)))
+            # Who chose the backend: an override, or the policy (errors name that one).
+            chosen_by = similarity_name if similarity is not None else None
+            learned, learned_path = _learned(pol, base, policy_file, acceptance, chosen_by)
+            if learned_path is not None:
+                files.append(_spec_file("acceptance.model", learned_path))
+                guard_sha256 = next(
+                    (f.sha256 for f in files if f.role == "guard.calibration"), None
+                )
+                pol = _read_as_calibrated(learned, pol, policy_file, guard_sha256, chosen_by)
+                _check_user_features(learned, pol, learned_path)
+            _check_theta_s(pol, policy_file, similarity is not None)
+            env = environ if environ is not None else os.environ
+            spec_model = model or pol.seek_context.model or env.get(MODEL_ENV) or None
+            _check_reask(learned, pol, spec_model, policy_file)
+            # The model files this build found valid: each is read once, however many specs name it.
+            checked: set[ModelFileKey] = set()
+            read: dict[str, str | None] = {f.role: f.path for f in files}  # no recording's file
+            if spec_model:
+                from dissensus.llm.resolve import check_model_spec
+
+                try:
+                    check_model_spec(spec_model, checked=checked, files=read)
+                except ConfigError as exc:
+                    if model or spec_model != pol.seek_context.model:
+                        raise  # the caller's model (--model, the environment): no policy field
+                    raise ConfigError(
+                        exc.inner(), file=policy_file, field="seek_context.model"
+                    ) from None
+            _check_agent_models(pol, policy_file, checked, read)
+            _check_budget_pays(pol, policy_file, spec_model)
+            # A Policy built in code may come with its members open (_check_panel_models).
+            if policy_file is not None or from_data:
+                _check_panel_models(pol, policy_file, base, checked, read)
+            return cls(
+                policy=pol,
+                policy_file=policy_file,
+                base_dir=str(base) if base is not None else None,
+                calibration=calibration,
+                guard_calibration=guard_calibration,
+                acceptance=learned,
+                model=spec_model,
+                files=tuple(files),
+            )
+        except ConfigError as exc:
+            # An error naming a field of the policy file names the line it is written on.
+            if policy_file is None or exc.file != policy_file:
+                raise
+            raise with_line(exc, policy_file) from None
 
     def _overridden(
         self,
@@ -282,6 +297,7 @@ class RunSpec(BaseModel):
             from dissensus.llm.resolve import check_model_spec
 
             check_model_spec(model)
+            _check_reask(self.acceptance, policy, model, self.policy_file)
         return self.model_copy(update={"policy": policy, "model": model or self.model})
 
     def with_acceptance(self, acceptance: str | os.PathLike[str]) -> RunSpec:
@@ -312,6 +328,7 @@ class RunSpec(BaseModel):
         policy = _read_as_calibrated(
             self.acceptance, self.policy, self.policy_file, self.digests().get("guard.calibration")
         )
+        _check_reask(self.acceptance, policy, self.model, self.policy_file)
         return self if policy is self.policy else self.model_copy(update={"policy": policy})
 
     # -- the journal ------------------------------------------------------------------
@@ -674,6 +691,60 @@ def _read_as_calibrated(
         return policy
     reading = policy.reading.model_copy(update={"similarity": str(calibrated_with)})
     return policy.model_copy(update={"reading": reading})
+
+
+def reask_difference(
+    settings: Mapping[str, Any] | None, policy: Policy, model: str | None
+) -> SettingsDifference | None:
+    """How a run of ``policy`` (deciding with ``model``, the run's model spec: ``None``
+    for none) differs from a learned acceptance file's ``settings`` in having second
+    answers for the cases acceptance judges, or ``None``. Second answers are a re-ask
+    follow-up's (``seek_context.followup: reask``, at least one round), recorded
+    (``use_recorded``) or a model's (the run's, or an agent's own in
+    ``seek_context.models``); calibration read them under the same rule
+    (:func:`dissensus.pipeline.gates.second_answers_under`) and the file records whether
+    it had them (``settings.reask``; not recorded: not compared)."""
+    from dissensus.acceptance.prepare import SettingsDifference
+
+    recorded = (settings or {}).get("reask")
+    if not isinstance(recorded, bool):
+        return None
+    sc = policy.seek_context
+    now = (
+        sc.followup == "reask"
+        and sc.max_followups > 0
+        and (sc.use_recorded or bool(model or sc.models))
+    )
+    if now == recorded:
+        return None
+    if not recorded:
+        field, said = "seek_context.followup", "this policy re-asks"
+    elif sc.followup != "reask":
+        field, said = "seek_context.followup", f"this policy's follow-up is {sc.followup!r}"
+    elif sc.max_followups == 0:
+        field, said = "seek_context.max_followups", "this policy runs no follow-up round"
+    else:
+        field = "seek_context.use_recorded"
+        said = "this policy neither uses the recorded re-asks nor has a model to re-ask"
+    then = "with" if recorded else "without"
+    return SettingsDifference(
+        field=field,
+        recorded="re-asks" if recorded else "no re-asks",
+        policy="no re-asks" if recorded else "re-asks",
+        message=f"the acceptance file was calibrated {then} second answers (the re-ask "
+        f"and order-stability features), {said}: its features would not mean the same; "
+        "calibrate with this policy (calibrate-acceptance --policy)",
+    )
+
+
+def _check_reask(
+    learned: Mapping[str, Any] | None, policy: Policy, model: str | None, policy_file: str | None
+) -> None:
+    """Refuse a run whose second answers differ from the calibration's
+    (:func:`reask_difference`): a :class:`ConfigError` naming the policy file and field."""
+    differs = reask_difference((learned or {}).get("settings"), policy, model)
+    if differs is not None:
+        raise ConfigError(differs.message, file=policy_file, field=differs.field)
 
 
 def check_guard_calibration_object(learned: Mapping[str, Any] | None) -> None:

@@ -1,0 +1,74 @@
+"""``dissensus.acceptance.calibrate`` refuses arguments it cannot take before it fits
+anything, with an :class:`InputError` naming the argument: a negative ``min_accepted``
+was a pydantic ``ValidationError`` after the whole fit, a quoted ``delta`` a
+``TypeError``, golds of another length a bare ``zip()`` ``ValueError``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dissensus.acceptance import FeatureSettings, calibrate
+from dissensus.acceptance.prepare import prepare_cases
+from dissensus.errors import InputError
+from dissensus.states import get_backend
+from dissensus.types import Panel
+
+PANELS = Path(__file__).resolve().parent.parent / "examples" / "llmbar-swap.jsonl"
+FS = FeatureSettings(similarity="tfidf")
+
+
+@pytest.fixture(scope="module")
+def labelled() -> tuple[list[Any], list[str]]:
+    lines = PANELS.read_text(encoding="utf-8").splitlines()[:40]
+    panels = [Panel.model_validate_json(x) for x in lines]
+    cases = prepare_cases(panels, settings=FS, backend=get_backend("tfidf"))
+    return cases, [str(p.meta["gold"]) for p in panels]
+
+
+def _refused(labelled: tuple[list[Any], list[str]], field: str, **kwargs: Any) -> InputError:
+    cases, golds = labelled
+    args: dict[str, Any] = {"target": 0.8, "delta": 0.2, "min_accepted": 10, "settings": FS}
+    args.update(kwargs)
+    with pytest.raises(InputError) as err:
+        calibrate(args.pop("cases", cases), args.pop("golds", golds), **args)
+    assert err.value.field == field, str(err.value)
+    return err.value
+
+
+def test_arguments_it_cannot_take_are_refused_naming_them(
+    labelled: tuple[list[Any], list[str]],
+) -> None:
+    assert "non-negative integer, not -5" in str(
+        _refused(labelled, "min_accepted", min_accepted=-5)
+    )
+    _refused(labelled, "min_accepted", min_accepted=True)
+    _refused(labelled, "min_accepted", min_accepted=2.5)
+    assert "not '0.1'" in str(_refused(labelled, "delta", delta="0.1"))
+    _refused(labelled, "target", target=True)
+    cases, golds = labelled
+    err = _refused(labelled, "golds", golds=golds[:-1])
+    assert str(err) == f"golds has {len(cases) - 1} entries for {len(cases)} cases"
+    _refused(labelled, "keys", keys=["k"] * (len(cases) + 1))
+    # What it can take still calibrates.
+    assert calibrate(cases, golds, target=0.8, delta=0.2, min_accepted=0, settings=FS).sha256 == ""
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(
+    level=st.one_of(
+        st.floats(max_value=0.0),
+        st.floats(min_value=1.0),
+        st.just(math.nan),
+    ),
+    which=st.sampled_from(["target", "delta"]),
+)
+def test_a_level_outside_zero_one_is_refused(
+    labelled: tuple[list[Any], list[str]], level: float, which: str
+) -> None:
+    assert "strictly between 0 and 1" in str(_refused(labelled, which, **{which: level}))
