@@ -68,7 +68,7 @@ from dissensus.store.errors import JournalBusy, JournalDamaged, JournalError, Jo
 from dissensus.store.events import EVENTS_COLUMNS, RUNS_COLUMNS, EventRow, EventValues, RunHead
 from dissensus.store.migrations import SchemaInfo
 from dissensus.store.schema import Dialect
-from dissensus.store.targets import BUSY_TIMEOUT_ENV, busy_timeout
+from dissensus.store.targets import BUSY_TIMEOUT_ENV, busy_timeout, check_journal_target
 
 __all__ = [
     "SYNC_ENV",
@@ -221,6 +221,7 @@ class SQLiteBackend:
                 f"journal {self.path}: SQLite URIs ('file:...') are not taken; name the file "
                 f"by its path (./{self.path} for a file whose name starts with 'file:')"
             )
+        check_journal_target(self.path)
         if self.path != ":memory:":
             parent = Path(self.path).parent
             if not parent.is_dir():
