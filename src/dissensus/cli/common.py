@@ -555,11 +555,11 @@ def check_journal_file(path: str, *, must_exist: bool = False) -> None:
     with open(p, "rb") as handle:
         if handle.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
             raise InputError(f"journal {path}: not a dissensus journal (not an SQLite database)")
-    from dissensus.store.sqlite import immutable_uri, on_read_only_file_system
+    from dissensus.store.sqlite import immutable_uri, read_as_it_stands
 
     uri = f"{p.resolve().as_uri()}?mode=ro"
     hot = _hot_journal(p)
-    if on_read_only_file_system(str(p)):  # read as it is (dissensus.store.sqlite)
+    if read_as_it_stands(str(p)):  # read as it is (dissensus.store.sqlite)
         uri = immutable_uri(str(p))
     elif hot and os.access(p, os.W_OK) and os.access(p.parent, os.W_OK):
         # A writer stopped mid-transaction (killed while it made the file a journal):

@@ -13,6 +13,10 @@ Choices this module makes:
 * ``runs resume`` interrupted names the resume command from its first moment: once it
   runs, here (:func:`said_resume_interrupted`); before (the command line being built,
   its options parsed), :func:`dissensus.cli.main`, in the same words.
+* ``runs verify`` of a run that verifies and has no ``run.finished`` says why as far as
+  the journal tells: a live process executing it (its pid and host, from the run's
+  lock: the events it appends next are not in this check), else "interrupted, or its
+  tail was removed".
 """
 
 from __future__ import annotations
@@ -326,11 +330,20 @@ def runs_verify(
     key = load_public_key(public_key) if public_key is not None else None
     with opened_journal(journal) as store:
         report = store.verify(run_id, public_key=key)
+        # A run a live process executes is not finished yet: saying so, not that it was
+        # interrupted or cut back, which an auditor would take for an alarm.
+        holder = None if report.finished else store.run_lock_holder(run_id)
     ok = report.ok and (key is None or report.signature == "signed")
     if json_out:
         print_json(report)
     elif report.ok:
-        state = "" if report.finished else " (not finished: interrupted, or its tail was removed)"
+        state = (
+            ""
+            if report.finished
+            else " (not finished: interrupted, or its tail was removed)"
+            if holder is None
+            else f" (not finished: being executed by pid {holder.pid} on {shown(holder.host)})"
+        )
         out_console.print(
             f"run {shown(run_id)}: OK, {report.n_events} events, head {report.head_hash}{state}"
         )

@@ -26,7 +26,11 @@ Choices this module makes:
   shift check, ``run.finished`` and the lock's release. A run of one case that makes no
   model call commits twice (once when deferred, below). A crash before (3) commits leaves the run unfinished with its
   lock naming a dead process (taken over on resume); a crash after it leaves a finished
-  run. The records of the last block are handed out after (3).
+  run. The records of the last block are handed out after (3). A run that fails or is
+  abandoned (its reader stops, as when ``--output`` fails on a full disk) releases its
+  lock on the way out when the journal takes the write; when the journal cannot (the
+  same full disk, the server gone), the lock row is left naming this process, which a
+  resume takes over, and what stopped the run is the one error reported.
 * **A run started with** ``start_run(..., defer=True)`` is created by its first write
   (:meth:`~dissensus.store.journal.Journal.defer_run`): a run of one block that makes no
   model call (a single panel through :func:`~dissensus.pipeline.adecide` or the chat
@@ -133,6 +137,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import heapq
 import io
@@ -173,7 +178,7 @@ from dissensus.pipeline.spec import (
 )
 from dissensus.states import SimilarityBackend
 from dissensus.store import event_types as ev
-from dissensus.store.errors import JournalDamaged
+from dissensus.store.errors import JournalDamaged, JournalError
 from dissensus.store.journal import Journal, NewEvent, RunInfo
 from dissensus.store.run_header import STARTED_KEY, run_meta
 from dissensus.store.targets import journal_option
@@ -564,7 +569,7 @@ async def execute_run(
         spec = RunSpec.from_started(started)
     except BaseException:
         if journal.deferred(run_id) is not None:
-            journal.release_run_lock(run_id, pid)  # given up: a deferred run leaves nothing
+            _release_on_the_way_out(journal, run_id, pid)  # given up: a deferred run leaves nothing
         raise
     if is_finished(journal, run_id):
         for record in _replay(journal, run_id, on_reject):
@@ -695,7 +700,17 @@ async def execute_run(
             yield record
     finally:
         if not released:
-            journal.release_run_lock(run_id, pid)
+            _release_on_the_way_out(journal, run_id, pid)
+
+
+def _release_on_the_way_out(journal: Journal, run_id: str, pid: int) -> None:
+    """Release the run's lock as a run that failed or was abandoned ends. A journal that
+    cannot take the release (the disk full, the server gone: often what stopped the run)
+    leaves the lock row naming this process, which a resume here or after this process
+    takes over; raising it would hide what stopped the run, or, when the run loop is
+    closed by its reader, reach the event loop as a traceback."""
+    with contextlib.suppress(JournalError):
+        journal.release_run_lock(run_id, pid)
 
 
 def is_finished(journal: Journal, run_id: str) -> bool:

@@ -13,6 +13,10 @@ module makes:
 * **A zombie is gone.** A process killed but not yet reaped by its parent (as right after
   ``kill -9``) holds nothing (``/proc/<pid>/stat`` says ``Z``).
 * **A holder on another host** is trusted to be alive (its process cannot be checked).
+* **A row edited outside dissensus** (the pid made text, or a number no process can
+  have: SQLite keeps either in an ``INTEGER`` column) names no process, so on this host
+  its lock is free and taken over; never a ``ValueError`` or ``OverflowError`` from
+  ``runs list`` or ``runs resume``.
 * **Inside a transaction.** Taking or releasing a lock joins the caller's open
   transaction, so a run can be created with its lock taken, or finished with its lock
   released, in one commit. A PostgreSQL session lock is not transactional: one taken
@@ -65,8 +69,30 @@ class RunLock(BaseModel):
 
 def _lock_of(row: Row) -> RunLock:
     return RunLock(
-        run_id=row["run_id"], pid=int(row["pid"]), host=row["host"], acquired=row["acquired"]
+        run_id=str(row["run_id"]),
+        pid=_stored_pid(row["pid"]),
+        host=str(row["host"]),
+        acquired=str(row["acquired"]),
     )
+
+
+_PID_MAX = 2**31 - 1
+"""Above any process id (a ``pid_t`` is a signed 32-bit integer)."""
+
+
+def _stored_pid(value: object) -> int:
+    """A lock row's process id read back; one edited outside dissensus into text or a
+    number no process can have names no process (0)."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        pid = value
+    else:
+        try:
+            pid = int(str(value).strip(), 10)
+        except ValueError:
+            return 0
+    return pid if 0 < pid <= _PID_MAX else 0
 
 
 class RunLocks:
@@ -125,7 +151,11 @@ class RunLocks:
         return RunLock(run_id=run_id, pid=0, host="?", acquired=clock.now())
 
     def _ours(self, row: Row | None, pid: int) -> bool:
-        return row is not None and int(row["pid"]) == pid and row["host"] == socket.gethostname()
+        return (
+            row is not None
+            and _stored_pid(row["pid"]) == pid
+            and row["host"] == socket.gethostname()
+        )
 
     def _acquire_row(self, run_id: str, pid: int) -> RunLock | None:
         backend = self._backend
@@ -157,7 +187,7 @@ class RunLocks:
         with backend.errors():
             if session.holds(run_id):
                 rows = backend.rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
-                if rows and int(rows[0]["pid"]) != pid:
+                if rows and _stored_pid(rows[0]["pid"]) != pid:
                     return _lock_of(rows[0])
                 return None
             if not session.try_lock(run_id):
@@ -185,7 +215,7 @@ def _live_holder(row: Row | None) -> RunLock | None:
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` of this host is running: a zombie (killed, not yet reaped by
     its parent, as right after ``kill -9``) is not."""
-    if pid <= 0:
+    if not 0 < pid <= _PID_MAX:
         return False
     try:
         os.kill(pid, 0)

@@ -41,6 +41,10 @@ Choices this module makes:
   fails the query: the payloads are then read and compared here, skipping that one as
   the rebuild does (and as SQLite's check does), so only ``runs verify`` of its run
   reports it and every other command works.
+* **A row that no longer reads** (a sequence number edited into text, which SQLite
+  keeps in an ``INTEGER`` column) is :class:`~dissensus.store.errors.JournalDamaged`
+  naming the item and its run when the queue is listed, never a ``ValueError``;
+  ``runs verify`` of the run names it too and rebuilds the index.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from pydantic import BaseModel, ConfigDict
 from dissensus.deprecation import deprecated_names, renamed
 from dissensus.quoting import quote_short
 from dissensus.store import event_types as ev
-from dissensus.store.backend import Backend
+from dissensus.store.backend import Backend, Row
 from dissensus.store.errors import JournalBusy, JournalDamaged, JournalReadOnly
 from dissensus.store.events import Event, stored_int
 from dissensus.store.migrations import CURRENT, INDEX_CHECKED_KEY
@@ -429,16 +433,30 @@ class ReviewIndex:
             args.append(int(limit))
         with self._backend.errors():
             rows = self._backend.rows(sql, args)
-        return [
-            IndexEntry(
-                review_id=str(r["review_id"]),
-                run_id=str(r["run_id"]),
-                seq=int(r["opened_seq"]),
-                reason=str(r["reason"]),
-                resolved_seq=None if r["resolved_seq"] is None else int(r["resolved_seq"]),
-            )
-            for r in rows
-        ]
+        return [_entry(r) for r in rows]
+
+
+def _entry(row: Row) -> IndexEntry:
+    """An index row read back; a sequence number edited into text outside dissensus is
+    :class:`JournalDamaged` naming the item and its run (``runs verify`` of the run
+    rebuilds the index), never a ``ValueError``."""
+    review_id = str(row["review_id"])
+    where = (
+        f"journal damaged: review index row of {quote_short(review_id)} "
+        f"(run {quote_short(str(row['run_id']))}):"
+    )
+    resolved = row["resolved_seq"]
+    return IndexEntry(
+        review_id=review_id,
+        run_id=str(row["run_id"]),
+        seq=stored_int(row["opened_seq"], f"{where} its opened event's sequence number"),
+        reason=str(row["reason"]),
+        resolved_seq=(
+            None
+            if resolved is None
+            else stored_int(resolved, f"{where} its resolving event's sequence number")
+        ),
+    )
 
 
 QueuePlace = tuple[str, str, int]

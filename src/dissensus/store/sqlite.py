@@ -43,7 +43,10 @@ Choices this module makes:
   a ``-wal`` file beside it (a journal closed by its last writer has none); with one
   there, opening it is an error naming the file to copy somewhere writable. ``runs
   list``, ``runs show`` and ``runs verify`` work; any write is
-  :class:`~dissensus.store.errors.JournalReadOnly`.
+  :class:`~dissensus.store.errors.JournalReadOnly`. So is a journal in a folder this
+  process cannot write (another user's, an archive's) when no ``-shm`` file lies beside
+  it: SQLite could not make one, and none there means no process has the journal open
+  (:func:`read_as_it_stands`).
 """
 
 from __future__ import annotations
@@ -65,9 +68,15 @@ from dissensus.store.errors import JournalBusy, JournalDamaged, JournalError, Jo
 from dissensus.store.events import EVENTS_COLUMNS, RUNS_COLUMNS, EventRow, EventValues, RunHead
 from dissensus.store.migrations import SchemaInfo
 from dissensus.store.schema import Dialect
-from dissensus.store.targets import BUSY_TIMEOUT_ENV, busy_timeout
+from dissensus.store.targets import BUSY_TIMEOUT_ENV, busy_timeout, check_journal_target
 
-__all__ = ["SYNC_ENV", "SQLiteBackend", "immutable_uri", "on_read_only_file_system"]
+__all__ = [
+    "SYNC_ENV",
+    "SQLiteBackend",
+    "immutable_uri",
+    "on_read_only_file_system",
+    "read_as_it_stands",
+]
 
 SYNC_ENV = "DISSENSUS_JOURNAL_SYNC"
 """``full`` (default) or ``normal``: SQLite's ``synchronous`` setting of the journal."""
@@ -146,6 +155,30 @@ def on_read_only_file_system(path: str) -> bool:
     return read_only
 
 
+def read_as_it_stands(path: str) -> bool:
+    """Whether ``path`` is an existing journal SQLite can only read as it stands (opened
+    ``immutable``): on a file system mounted read-only, or in a folder this process
+    cannot write with no ``-shm`` file beside it (SQLite reads a WAL database through
+    that file, and could not make it there). No ``-shm`` file means no process has the
+    journal open (every connection to a WAL database shares it), so the file is
+    complete as it is. Raises :class:`InputError` when writes still in a ``-wal`` file
+    could not be read so."""
+    if on_read_only_file_system(path):
+        return True
+    if path == ":memory:" or not os.path.isfile(path):
+        return False
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.access(folder, os.W_OK) or os.path.exists(f"{path}-shm"):
+        return False
+    wal = f"{path}-wal"
+    if os.path.exists(wal) and os.path.getsize(wal) > 0:
+        raise InputError(
+            f"journal {path} is in a folder this process cannot write ({folder}) with writes "
+            f"still in {wal}: copy the journal and its -wal file somewhere writable to read it"
+        )
+    return True
+
+
 def immutable_uri(path: str) -> str:
     """SQLite's URI for reading ``path`` as a file nothing will change."""
     return Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
@@ -188,6 +221,7 @@ class SQLiteBackend:
                 f"journal {self.path}: SQLite URIs ('file:...') are not taken; name the file "
                 f"by its path (./{self.path} for a file whose name starts with 'file:')"
             )
+        check_journal_target(self.path)
         if self.path != ":memory:":
             parent = Path(self.path).parent
             if not parent.is_dir():
@@ -199,7 +233,7 @@ class SQLiteBackend:
             try:
                 tables = self._check_foreign()
             except JournalError:
-                if not on_read_only_file_system(self.path):
+                if not read_as_it_stands(self.path):
                     raise
                 self._db.close()
                 self._db = self._connect(immutable_uri(self.path), uri=True)

@@ -18,6 +18,12 @@ A journal *target* is an SQLite file path (``":memory:"`` for a throw-away one) 
   user-info (libpq ends the user-info at the *first* ``@``, Python's ``urlsplit`` at the
   last, so a driver may quote what follows an unencoded ``@`` as a host name), under
   both readings (libpq's user-info also keeps an unencoded ``?`` or ``#``).
+* **PostgreSQL meant, a path given.** A libpq keyword/value string (``host=db
+  password=pw dbname=j``) or a URL whose scheme is not in lower case
+  (``PostgreSQL://``) is refused (exit 2, the password masked) rather than taken for an
+  SQLite file path, which made a file named after the credentials and quoted its
+  password in every message (:func:`check_journal_target`); an existing file of that
+  name is still opened, and ``./NAME`` names a file of any name.
 * **An unencoded ``@`` in the user-info** (``postgresql://u:pa@ss@host/db``) is refused
   before connecting (:func:`check_postgres_url`, exit 2): the URL is ambiguous (libpq
   and ``urlsplit`` read different hosts and passwords), and connecting would send part
@@ -54,6 +60,7 @@ __all__ = [
     "DEFAULT_JOURNAL",
     "RUN_ID_PATTERN",
     "busy_timeout",
+    "check_journal_target",
     "check_postgres_url",
     "check_run_id",
     "is_postgres_url",
@@ -99,8 +106,11 @@ def journal_path(option: str | None = None) -> str:
                 "or leave the option out for $DISSENSUS_JOURNAL or ./" + DEFAULT_JOURNAL,
                 field="journal",
             )
+        check_journal_target(option)
         return option
-    return os.environ.get("DISSENSUS_JOURNAL") or DEFAULT_JOURNAL
+    found = os.environ.get("DISSENSUS_JOURNAL") or DEFAULT_JOURNAL
+    check_journal_target(found)
+    return found
 
 
 def journal_option(target: str | Path) -> str:
@@ -110,6 +120,62 @@ def journal_option(target: str | Path) -> str:
     if name == mask_url(journal_path(None)):
         return ""
     return " --journal " + shlex.quote(name)
+
+
+_LIBPQ_KEYWORDS = frozenset(
+    {
+        "application_name",
+        "connect_timeout",
+        "dbname",
+        "host",
+        "hostaddr",
+        "options",
+        "passfile",
+        "password",
+        "port",
+        "service",
+        "sslcert",
+        "sslkey",
+        "sslmode",
+        "sslpassword",
+        "sslrootcert",
+        "target_session_attrs",
+        "user",
+    }
+)
+"""libpq's keywords a keyword/value connection string (``host=... dbname=...``) is made of."""
+
+_KEYWORD = re.compile(r"(?:^|\s)([A-Za-z_]+)\s*=")
+_SECRET_KEYWORD = re.compile(
+    r"((?:^|\s)(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)", re.IGNORECASE
+)
+
+
+def check_journal_target(target: str | Path) -> None:
+    """Refuse (:class:`~dissensus.errors.InputError`, exit 2) a journal target that means
+    PostgreSQL but would be taken for an SQLite file path: a libpq keyword/value string
+    (``host=db user=u password=pw dbname=j``) or a URL whose scheme is not written in
+    lower case (``PostgreSQL://``, which libpq does not read either). Such a path made an
+    SQLite file named after the credentials in the working directory, and every message
+    quoted its password. An existing file of that name stays a journal; ``./NAME`` names
+    a file of any name."""
+    text = str(target)
+    if is_postgres_url(text):
+        return
+    scheme, sep, _ = text.partition("://")
+    if sep and scheme.lower() in ("postgresql", "postgres"):
+        raise InputError(
+            f"journal {mask_url(text)}: write the URL's scheme in lower case "
+            f"({scheme.lower()}://); in any other case it would be an SQLite file path"
+        )
+    keywords = {m.group(1).lower() for m in _KEYWORD.finditer(text)}
+    if keywords & _LIBPQ_KEYWORDS and not os.path.lexists(text):
+        shown = _SECRET_KEYWORD.sub(lambda m: f"{m.group(1)}***", text)
+        raise InputError(
+            f"journal {shown!r}: a PostgreSQL keyword/value connection string is not taken; "
+            "give a postgresql:// URL (postgresql://USER:PASSWORD@HOST:PORT/DBNAME), or "
+            "./NAME for an SQLite file of that name"
+        )
 
 
 def is_postgres_url(target: str | Path) -> bool:
