@@ -462,8 +462,30 @@ class Journal:
         and the journal can be written); ``review_index=False`` checks the chain and the
         header alone and writes nothing (what a reading command checks before it shows a
         run). ``each`` is given every stored row as the check reads it, in sequence
-        order (a command gathering what it shows of the run in the same pass).
+        order (a command gathering what it shows of the run in the same pass). A run
+        whose header row is gone while its events remain (deleted outside dissensus) is
+        a failed report naming that, not :class:`UnknownRun`.
         """
+
+        try:
+            self._log.header(run_id)
+        except UnknownRun:
+            # No header row: a run never made, or one whose row was deleted outside
+            # dissensus while its events stayed (the run vanished from every listing).
+            left = self._log.count_rows(run_id)
+            if not left:
+                raise
+            return VerifyReport(
+                run_id=run_id,
+                ok=False,
+                n_events=left,
+                head_hash="",
+                problems=[
+                    f"run {run_id!r} has no header row in the journal's runs table, yet "
+                    f"{left} of its events remain: the row was removed outside dissensus, "
+                    "so no listing shows the run or its review items"
+                ],
+            )
 
         def more(run_id: str) -> list[str]:
             found = header_problems(
