@@ -100,3 +100,30 @@ def test_one_answer_spelt_with_invisible_or_fullwidth_characters_is_one_decision
 def test_the_normal_form_is_a_fixed_point(text: str) -> None:
     once = normalise_label(text)
     assert normalise_label(once) == once
+
+
+def test_what_a_reader_tells_apart_stays_apart() -> None:
+    """The first normal form folded everything NFKC folds: a member answering ``25``
+    was recorded as the option ``2⁵``, and two different flags were one decision."""
+    import pytest
+
+    free = PanelSettings(answer="structured")
+
+    def read(decision: str, settings: PanelSettings = free) -> str | None:
+        return read_answer(json.dumps({"decision": decision, "reasoning": "r"}), settings).decision
+
+    assert read("25", PanelSettings(options=["2\u2075", "25"])) == "25"
+    assert read("2\u2075") != read("25") and read("\u2163") != read("iv")
+    england = "\U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"
+    scotland = "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
+    assert read(england) != read(scotland)
+    # fillers that show as nothing are dropped like format characters; nothing left
+    # is no decision
+    for filler in ("\u2800", "\u034f", "\u3164", "\ufe0f"):
+        assert read("yes" + filler) == "yes", repr(filler)
+    assert read("\u2800") is None
+    # options are checked in the same form, so none can never be chosen
+    with pytest.raises(ValueError, match="distinct"):
+        PanelSettings(options=["yes", "yes\u200b"])
+    with pytest.raises(ValueError, match="non-empty"):
+        PanelSettings(options=["\u200b", "no"])

@@ -86,6 +86,53 @@ def test_a_connection_past_a_bound_is_answered_503_and_closed(
         proc.wait(timeout=60)
 
 
+def test_one_address_opening_connections_without_end_holds_no_one_else_out(
+    tmp_path: Path,
+) -> None:
+    """Refused connections lingering used to keep the places they were refused from:
+    one address that kept opening connections filled the server's bound with its
+    refusals, and every other client was refused too."""
+    proc, base = _start(tmp_path, "--max-connections", "40", "--max-connections-per-address", "10")
+    host, port = _address(base)
+    try:
+        with _held(base, 10):
+            flood = []
+            for _ in range(60):  # far past both bounds, none closed by the client
+                flood.append(socket.create_connection((host, port), timeout=20))
+            time.sleep(0.3)
+            with socket.create_connection(
+                (host, port), timeout=20, source_address=("127.0.0.2", 0)
+            ) as other:
+                other.sendall(HEALTH)
+                assert _answer(other).startswith(b"HTTP/1.1 200"), "another address is refused"
+            refusals = [_answer(sock) for sock in flood[:3]]
+            assert all(r.startswith(b"HTTP/1.1 503") for r in refusals)
+            for sock in flood:
+                sock.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def test_a_forwarded_for_header_does_not_change_the_address_tokens_count_under(
+    tmp_path: Path,
+) -> None:
+    """uvicorn takes X-Forwarded-For from a loopback connection as the client's address:
+    a local client could pick a fresh one per guess and never be throttled."""
+    proc, base = _start(tmp_path, "--login-failures", "3")
+    try:
+        with httpx.Client(base_url=base, timeout=10) as client:
+            for i in range(3):
+                wrong = {"Authorization": "Bearer guess", "X-Forwarded-For": f"10.9.9.{i}"}
+                assert client.get("/v1/runs", headers=wrong).status_code == 401
+            right = {"Authorization": "Bearer tok-sub", "X-Forwarded-For": "10.8.8.8"}
+            refused = client.get("/v1/runs", headers=right)
+            assert refused.status_code == 429, refused.text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
 def test_connections_within_the_bounds_are_served(tmp_path: Path) -> None:
     proc, base = _start(tmp_path, "--max-connections", "8", "--max-connections-per-address", "8")
     try:

@@ -194,3 +194,13 @@ def test_the_command_line_takes_the_limit() -> None:
 
     result = CliRunner().invoke(app, ["serve", "--login-failures", "-1"])
     assert result.exit_code == 2 and "--login-failures" in result.output
+
+
+def test_the_peer_is_the_protocol_s_and_a_name_is_cut() -> None:
+    from dissensus.serve.throttle import PEER_KEY, peer_of
+
+    # the protocol's record wins over a client rewritten from X-Forwarded-For
+    assert peer_of({PEER_KEY: "127.0.0.1", "client": ("10.9.9.9", 1)}) == "127.0.0.1"
+    assert peer_of({"client": ("10.0.0.1", 1)}) == "10.0.0.1"
+    assert peer_of({}) is None and peer_of({PEER_KEY: None}) is None
+    assert len(address_key("x" * 60_000)) == 64

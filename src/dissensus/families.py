@@ -21,6 +21,12 @@ Choices this module makes:
   nothing (controls, format characters such as a zero-width space or a bidirectional
   mark, the other default-ignorable ones), so ``openai\u200b`` is ``openai``: a
   family spelled with invisible characters never counts as one more independent family.
+* A free-text decision (the chat door's, read from a member's answer) is compared in
+  its own narrower form (:func:`decision_form`): only what no reader can tell apart is
+  folded (fullwidth letters and digits, the ideographic space, invisible format and
+  filler characters, case, runs of white space), not what NFKC also folds and a reader
+  does tell apart (``2⁵`` is not ``25``, ``Ⅳ`` not ``iv``); the joiner and the tag
+  characters that make one emoji of several stay (two flags stay two).
 * Both functions are pure and remember their last 4,096 names: the guard compares the
   families of every pair of voters of every case, always among the same few names.
 
@@ -34,7 +40,14 @@ import re
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["FAMILY_PREFIXES", "VENDORS", "canonical_family", "comparable_name", "model_family"]
+__all__ = [
+    "FAMILY_PREFIXES",
+    "VENDORS",
+    "canonical_family",
+    "comparable_name",
+    "decision_form",
+    "model_family",
+]
 
 FAMILY_PREFIXES: tuple[tuple[str, str], ...] = (
     ("gpt", "openai"),
@@ -97,6 +110,38 @@ def comparable_name(text: str) -> str:
     if text.isascii() and text.isprintable():
         return text
     return _IGNORABLE.sub("", "".join(c for c in text if unicodedata.category(c) not in _UNSEEN))
+
+
+_FULLWIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+"""Fullwidth ASCII (``ｙｅｓ``, ``１``) and the ideographic space, as the ASCII they are."""
+
+_FILLERS = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164\ufe00-\ufe0f\uffa0]"
+)
+"""Characters that show as nothing and are no format character: the combining grapheme
+joiner, Hangul and Khmer fillers, Mongolian variation selectors, the braille blank, the
+variation selectors (``❤️`` is ``❤``)."""
+
+
+def _kept_format(char: str) -> bool:
+    """A format character a decision keeps: the zero-width joiner and the tag characters,
+    which make one emoji of several (a family, a subdivision flag)."""
+    return char == "\u200d" or "\U000e0020" <= char <= "\U000e007f"
+
+
+def decision_form(text: str) -> str:
+    """A free-text decision as a reader tells decisions apart (module docstring).
+
+    >>> decision_form(" ｙｅｓ\u200b "), decision_form("2\u2075"), decision_form("Yes  No")
+    ('yes', '2⁵', 'yes no')
+    """
+    if text.isascii():
+        return " ".join(text.split()).casefold()
+    text = text.translate(_FULLWIDTH)
+    text = "".join(c for c in text if unicodedata.category(c) != "Cf" or _kept_format(c))
+    text = unicodedata.normalize("NFC", _FILLERS.sub("", text))
+    # case folding can undo the composition (``ǰ``): composed again
+    return unicodedata.normalize("NFC", " ".join(text.split()).casefold())
 
 
 @lru_cache(maxsize=4096)

@@ -4,14 +4,14 @@ Three ways, chosen by the policy:
 
 * ``structured`` — the member is asked for a JSON object ``{"decision": ..., "reasoning":
   ...}`` (:func:`verdict_schema`; the decision is an enum when ``panel.options`` is set).
-  The decision is matched to the options in the normal form :func:`normalise_label`
-  gives both, or, without options, put in that form: compatibility characters folded
-  (NFKC: a fullwidth ``ｙｅｓ`` is ``yes``), invisible format characters dropped (a
-  zero-width space, a soft hyphen, a byte order mark: ``yes\u200b`` is ``yes``),
-  whitespace collapsed, case folded. Without it, members writing one answer with an
-  invisible character or in fullwidth letters split the vote into as many decisions as
-  spellings, a disagreement nobody had. Letters of another script that look alike
-  (Cyrillic ``е`` in ``yеs``) are other letters and stay so.
+  The decision is matched to the options in the form a reader tells decisions apart
+  by (:func:`~dissensus.families.decision_form`), or, without options, put in that
+  form: fullwidth letters and digits as ASCII, invisible format and filler characters
+  dropped (``yes\u200b`` is ``yes``), white space collapsed, case folded. Without it,
+  members writing one answer with an invisible character or in fullwidth letters split
+  the vote into as many decisions as spellings, a disagreement nobody had. What a
+  reader does tell apart stays apart: ``2⁵`` is not ``25``, and letters of another
+  script that look alike (Cyrillic ``е`` in ``yеs``) are other letters.
 * ``number`` — a free-form answer's final number, exactly as ``dissensus convert
   zeroeval`` extracts it (:func:`dissensus.convert.zeroeval.extract_answer`), so a panel
   built from live answers equals the panel the converter builds from the same texts.
@@ -39,12 +39,12 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from dissensus.convert.zeroeval import extract_answer
+from dissensus.families import decision_form
 from dissensus.llm.jsonparse import DuplicateKeyError, JSONExtractError, extract_json
 from dissensus.pipeline.policy import PanelSettings
 from dissensus.types import JsonSchema
@@ -70,13 +70,8 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def normalise_label(text: str) -> str:
-    """A free-text decision in canonical form: NFKC, invisible format characters
-    (category Cf) dropped, whitespace collapsed, case folded."""
-    if text.isascii():
-        return " ".join(text.split()).casefold()
-    visible = "".join(c for c in text if unicodedata.category(c) != "Cf")
-    folded = " ".join(unicodedata.normalize("NFKC", visible).split()).casefold()
-    return unicodedata.normalize("NFKC", folded)  # case folding can undo the composition
+    """A free-text decision in canonical form (:func:`~dissensus.families.decision_form`)."""
+    return decision_form(text)
 
 
 def verdict_schema(settings: PanelSettings) -> JsonSchema:

@@ -98,6 +98,7 @@ from pydantic import (
 )
 
 from dissensus.errors import ConfigError
+from dissensus.families import decision_form
 from dissensus.io.yamlfile import load_yaml_text, read_text_file, yaml_line_of
 from dissensus.quoting import missing_misspelt
 from dissensus.signals import MarkerLexicon
@@ -370,10 +371,16 @@ class PanelSettings(_Section):
     def _distinct_options(cls, value: list[str] | None) -> list[str] | None:
         if value is None:
             return None
-        if not value or any(not o.strip() for o in value):
-            raise ValueError("options must be non-empty strings")
-        if len({o.strip().casefold() for o in value}) != len(value):
-            raise ValueError("options must be distinct (case and surrounding spaces ignored)")
+        # Compared as members' answers are matched to them (decision_form): an option
+        # only invisible characters, or two a member's answer cannot tell apart, would
+        # never be chosen, or be chosen for the other.
+        if not value or any(not decision_form(o) for o in value):
+            raise ValueError("options must be non-empty strings (not only invisible characters)")
+        if len({decision_form(o) for o in value}) != len(value):
+            raise ValueError(
+                "options must be distinct (case, surrounding spaces, fullwidth letters and "
+                "invisible characters ignored)"
+            )
         return value
 
     @model_validator(mode="after")

@@ -72,7 +72,12 @@ Choices this module makes:
   the server its buffers. A connection past either bound is answered at once, before
   its request is read, ``503`` naming ``<connection>`` with ``Retry-After: 1`` (the
   service's error body: no path has arrived), then ends as a refusal while the client
-  still sends does (it lingers :data:`LINGER_S`, then closes). The address is the
+  still sends does (it lingers :data:`LINGER_S`, then closes). A refused connection
+  counts towards neither bound from the moment it is refused: refusals lingering in
+  the bounds' places once let one address that kept opening connections hold every
+  place, every other client then refused. At most :data:`MAX_LINGERING_REFUSALS` linger
+  at once; past them a refusal is closed as soon as its answer is written, so the
+  sockets a flood holds stay bounded whatever its rate. The address is the
   connection's peer: behind a reverse proxy every client shares the proxy's, so raise
   the per-address bound there. ``dissensus serve`` raises the process's soft limit on
   open files towards the hard one when the bound needs it, and lowers the bound (with a
@@ -98,7 +103,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from dissensus.serve.limits import error_document
 from dissensus.serve.no_store import API_HEADERS
-from dissensus.serve.throttle import address_key
+from dissensus.serve.throttle import PEER_KEY, address_key
 
 __all__ = [
     "FILES_KEPT",
@@ -106,6 +111,7 @@ __all__ = [
     "MAX_CONNECTIONS",
     "MAX_CONNECTIONS_PER_ADDRESS",
     "MAX_HEAD_BYTES",
+    "MAX_LINGERING_REFUSALS",
     "MAX_PIPELINED",
     "connection_bound",
     "head_timeout_protocol",
@@ -120,7 +126,12 @@ MAX_CONNECTIONS_PER_ADDRESS = 128
 """Open connections one client address may hold by default; a further one is refused 503."""
 
 FILES_KEPT = 128
-"""Open files kept out of the connections' reach (the journal, logs, the model clients)."""
+"""Open files kept out of the connections' reach (the journal, logs, the model clients,
+the refusals lingering)."""
+
+MAX_LINGERING_REFUSALS = 64
+"""Refused connections that may linger (dropping what their client still sends before
+closing) at once; more are closed as soon as their answer is written."""
 
 HEAD_MIN_S = 1.0
 """The shortest time a client gets to send a request head."""
@@ -145,11 +156,15 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
     open_by_address: ClassVar[Counter[str]] = Counter()
     """Open connections per client address (each protocol class made by
     :func:`head_timeout_protocol` has its own)."""
+    lingering: ClassVar[list[int]] = [0]
+    """Refused connections lingering now (one cell, each protocol class its own)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._address: str | None = None
-        """The client address this connection counts under (``None``: not counted yet)."""
+        """The client address this connection counts under (``None``: not counted)."""
+        self._lingering = False
+        """Whether this connection is a refusal lingering (counted in :attr:`lingering`)."""
         self._head_timer: asyncio.TimerHandle | None = None
         self._packet = b""
         """The bytes the parser is reading (of the last ``data_received``)."""
@@ -183,19 +198,25 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
             self._arm()
 
     def _refuse_connection(self, why: str) -> None:
-        """Answer a connection past a bound before reading anything of it (see the module)."""
+        """Answer a connection past a bound before reading anything of it, and count it
+        towards neither bound from now on (see the module)."""
         self._discarding = True
+        self.connections.discard(self)
+        self._uncount()
+        linger = self.lingering[0] < MAX_LINGERING_REFUSALS
+        if linger:
+            self.lingering[0] += 1
+            self._lingering = True
         self._refuse(
             "503 Service Unavailable",
             f"{why}: try again shortly",
             "<connection>",
-            linger=True,
+            linger=linger,
             headers={"Retry-After": "1"},
         )
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        self._unstall()
+    def _uncount(self) -> None:
+        """Take this connection out of its address's count (once)."""
         if self._address is not None:
             left = self.open_by_address[self._address] - 1
             if left > 0:
@@ -203,6 +224,14 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
             else:
                 del self.open_by_address[self._address]
             self._address = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self._unstall()
+        self._uncount()
+        if self._lingering:
+            self._lingering = False
+            self.lingering[0] -= 1
         super().connection_lost(exc)
 
     def pause_writing(self) -> None:
@@ -266,6 +295,9 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
         if self._over:  # a dropped request (past MAX_PIPELINED): nothing of it is kept
             return
         super().on_message_begin()
+        # The connection's own peer, which no header can change (uvicorn's proxy headers
+        # rewrite ``client`` from X-Forwarded-For): what the login throttle counts.
+        self.scope[PEER_KEY] = self.client[0] if self.client else None  # type: ignore[literal-required]
         self._target_whole = False
         self._arm()
 
@@ -408,6 +440,7 @@ def head_timeout_protocol(
             "max_connections": max_connections,
             "max_per_address": max_per_address,
             "open_by_address": Counter(),
+            "lingering": [0],
         },
     )
 

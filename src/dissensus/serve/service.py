@@ -15,7 +15,7 @@ from dissensus.serve.journal_adapter import ReviewDesk, open_journal
 from dissensus.serve.runs import Runner
 from dissensus.serve.settings import ServeSettings
 from dissensus.serve.shift_watch import ShiftWatch
-from dissensus.serve.throttle import FailedLogins, throttled_message
+from dissensus.serve.throttle import FailedLogins, peer_of, throttled_message
 from dissensus.store.journal import Journal
 from dissensus.store.targets import mask_url
 
@@ -69,7 +69,7 @@ class Service:
             raise ApiError(
                 401, "missing bearer token (Authorization: Bearer TOKEN)", "Authorization"
             )
-        peer = request.client.host if request.client is not None else None
+        peer = peer_of(request.scope)
         wait = self.failed_logins.retry_after(peer)
         if wait is not None:
             raise ApiError(

@@ -17,8 +17,11 @@ Choices this module makes:
   not load (every token is refused then) count for nothing. A refused attempt is not
   counted either, so a client that keeps trying while refused does not stay refused
   longer than the window.
-* The address is the connection's peer, never a forwarded-for header (which a client
-  writes). An IPv6 address counts by its /64 network, the block one host is usually
+* The address is the connection's peer as the server's protocol saw it
+  (:func:`peer_of`), never a forwarded-for header (which a client writes: uvicorn
+  rewrites the request's ``client`` from ``X-Forwarded-For`` for connections from
+  loopback, so a local client, an SSH tunnel or a proxy passing the header on could
+  pick the address its failures count under). An IPv6 address counts by its /64 network, the block one host is usually
   given. Behind a reverse proxy every client has the proxy's address, so one client
   guessing slows every client's *new* logins and bearer requests for up to a minute;
   review-page sessions already open are not token checks and go on.
@@ -37,9 +40,22 @@ import math
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-__all__ = ["MAX_ADDRESSES", "WINDOW_S", "FailedLogins", "address_key", "throttled_message"]
+__all__ = [
+    "MAX_ADDRESSES",
+    "PEER_KEY",
+    "WINDOW_S",
+    "FailedLogins",
+    "address_key",
+    "peer_of",
+    "throttled_message",
+]
+
+PEER_KEY = "dissensus.peer"
+"""The ASGI scope key under which the server's protocol keeps the connection's own peer
+address (:mod:`dissensus.serve.protocol`)."""
 
 WINDOW_S = 60.0
 """Seconds a failed token check is remembered for."""
@@ -48,15 +64,27 @@ MAX_ADDRESSES = 10_000
 """Most client addresses whose failed checks are remembered at once."""
 
 
+def peer_of(scope: Mapping[str, Any]) -> str | None:
+    """The address a request's connection comes from: the peer the server's protocol
+    recorded (:data:`PEER_KEY`), which no header can change, else the ASGI ``client``
+    (an application served some other way, the tests' in-process transport)."""
+    if PEER_KEY in scope:
+        peer = scope[PEER_KEY]
+        return peer if isinstance(peer, str) else None
+    client = scope.get("client")
+    return str(client[0]) if client else None
+
+
 def address_key(host: str | None) -> str:
     """What failed checks from ``host`` are counted under: an IPv4 address itself, an
-    IPv6 address's /64 network, anything else (a Unix socket's peer: ``None``) as given."""
+    IPv6 address's /64 network, anything else (a Unix socket's peer: ``None``) as given,
+    cut to 64 characters."""
     if not host:
         return ""
     try:
         address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
-        return host
+        return host[:64]
     if isinstance(address, ipaddress.IPv6Address):
         if address.ipv4_mapped is not None:
             return str(address.ipv4_mapped)

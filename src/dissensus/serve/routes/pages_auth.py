@@ -29,7 +29,7 @@ from dissensus.serve.pages import (
     session_of,
     set_session,
 )
-from dissensus.serve.throttle import throttled_message
+from dissensus.serve.throttle import peer_of, throttled_message
 
 __all__ = ["router"]
 
@@ -91,7 +91,7 @@ async def login(request: Request) -> Response:
             next=back,
         )
     token = str(form.get("token", "")).strip()
-    peer = request.client.host if request.client is not None else None
+    peer = peer_of(request.scope)
     wait = service.failed_logins.retry_after(peer) if token else None
     if wait is not None:  # not checked at all: see dissensus.serve.throttle
         throttled = render(
