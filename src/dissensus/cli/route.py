@@ -8,9 +8,10 @@ actions. Memory stays bounded whatever the number of panels: one batch of panels
 at a time, and the human table shows at most the first ``--show`` rows.
 
 Bad lines (invalid JSON, missing or mistyped fields, fewer than two agents, confidence
-outside [0, 1], duplicate agent ids, empty reasoning) are reported on standard error with
-file, line and field, written to ``--rejects``, and skipped; every good line is still
-routed. Too few agents and duplicate agent ids are reported on field ``outputs``. Exit
+outside [0, 1], duplicate agent ids) are reported on standard error with file, line and
+field, written to ``--rejects``, and skipped; every good line is still routed. Empty
+reasoning is no bad line: the agent is left out of the similarity and named in the
+reading's ``missing_reasoning`` (``docs/states.md``). Too few agents and duplicate agent ids are reported on field ``outputs``. Exit
 codes: 0 ok, 2 usage error (missing file, bad flag, bad rules file, unknown backend), 3
 when any line was rejected.
 
