@@ -627,6 +627,24 @@ def test_a_failed_judge_call_is_one_error_line(tmp_path: Path, repo_root: Path) 
     assert res.code == 2 and "'bogus'" in res.err and len(res.err.strip().splitlines()) == 1
 
 
+def test_a_failed_judge_call_with_rejected_lines_exits_1(tmp_path: Path, repo_root: Path) -> None:
+    """With rejected lines and a failed judge call, ``judge`` exited 3 (some lines
+    rejected, every other one processed), the failure only on stderr. A failed call is
+    a failure, exit 1, as documented, rejects or not; the error line says so."""
+    res = cli("deliberate", repo_root / "examples" / "dci" / "routine.yaml", "--json")
+    outputs = tmp_path / "outputs.jsonl"
+    outputs.write_text(res.out + "{not json\n")
+    res = cli("judge", outputs, "--max-calls", "0")
+    assert res.code == 1, res.err
+    lines = res.err.strip().splitlines()
+    assert lines[0].startswith(f"rejected {outputs}:2: field '<json>'"), res.err
+    assert lines[1].startswith("error: judge call failed: ") and "budget" in lines[1]
+    assert len(lines) == 2, res.err
+    res = cli("judge", outputs, "--max-calls", "0", "--json")
+    assert res.code == 1 and len(json.loads(res.out)["errors"]) == 1
+    assert cli("judge", outputs).code == 3  # rejects alone: 3, as before
+
+
 def test_negotiate_checks_model_even_when_no_agent_needs_one(repo_root: Path) -> None:
     problem = repo_root / "examples" / "concord" / "incident.yaml"
     assert cli("negotiate", problem).code == 0  # function agents only: no model needed

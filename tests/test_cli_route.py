@@ -476,3 +476,29 @@ def test_route_records_carry_their_input_line_as_decide_records_do(tmp_path: Pat
     decided = run("decide", path, "--policy", policy, "--journal", journal, "--json")
     assert decided.returncode == 3, decided.stderr
     assert [(r["id"], r["line"]) for r in records(decided.stdout)] == want
+
+
+def test_calibrate_thresholds_counts_a_repeated_panel_once(tmp_path: Path) -> None:
+    """A corpus holding panels twice (``cat a.jsonl a.jsonl``) fitted θ_s on every copy,
+    so the repeated panels' similarities counted twice and moved the quantile. The first
+    panel of each id is kept, one warning per repeated id; the exit code is unchanged."""
+    source = Path(__file__).resolve().parents[1] / "examples" / "llmbar-swap.jsonl"
+    lines = [line for line in source.read_text(encoding="utf-8").splitlines() if line][:40]
+    once = tmp_path / "once.jsonl"
+    once.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("\n".join(lines + lines[:15] + lines[:1]) + "\n", encoding="utf-8")
+    args = ("--quantile", "0.25", "--similarity", "tfidf", "--json", "--no-cache")
+    want = run("calibrate-thresholds", once, *args)
+    got = run("calibrate-thresholds", twice, *args)
+    assert got.returncode == want.returncode == 0, got.stderr
+    assert json.loads(got.stdout) == json.loads(want.stdout)
+    assert json.loads(got.stdout)["panels"] == 40
+    warnings = got.stderr.splitlines()
+    assert len(warnings) == 15, got.stderr
+    first = json.loads(lines[0])["id"]
+    assert warnings[0] == (
+        f"warning: panel id '{first}' appears 3 times (first at line 1): "
+        "calibrating on the first only"
+    )
+    assert want.stderr == ""

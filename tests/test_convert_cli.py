@@ -399,3 +399,38 @@ def test_a_source_file_that_is_a_broken_link_exits_2_naming_it(tmp_path: Path, s
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [f"error: {odd}: cannot read {what}: a broken symbolic link"]
     assert proc.stdout == "" and not out.exists()
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_an_interrupted_conversion_keeps_the_rejects_so_far(tmp_path: Path, existed: bool) -> None:
+    """An interrupted ``convert --rejects r.jsonl`` removed what it had written of
+    ``r.jsonl`` (a file of an earlier run stayed in its place), while an interrupted
+    route, vote or calibrate keeps the lines it rejected so far. It keeps the items
+    skipped before the interrupt; ``--out`` is not written, as route's is not."""
+    from pydantic import BaseModel
+
+    from dissensus.cli.convert import _convert, _SkipLog
+    from dissensus.convert.skips import Skipped
+
+    class Record(BaseModel):
+        id: str
+
+    rejects, out = tmp_path / "r.jsonl", tmp_path / "o.jsonl"
+    if existed:
+        rejects.write_text("old rejects\n", encoding="utf-8")
+    skips = _SkipLog()
+    skipped = [Skipped(file="d.json", item=str(i), field="winner", message="bad") for i in (1, 3)]
+
+    def records() -> object:
+        yield Record(id="0")
+        skips(skipped[0])
+        yield Record(id="2")
+        skips(skipped[1])
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _convert(records(), skips, str(out), str(rejects), "test")  # type: ignore[arg-type]
+    rows = [json.loads(line) for line in rejects.read_text(encoding="utf-8").splitlines()]
+    assert rows == [s.model_dump() for s in skipped]
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

@@ -328,3 +328,50 @@ def test_calibrate_counts_a_repeated_case_once(tmp_path: Path) -> None:
         "calibrating on the first only"
     )
     assert want.stderr == ""
+
+
+def test_answers_and_gold_are_read_without_surrounding_whitespace(tmp_path: Path) -> None:
+    """``vote`` took a blank answer ``" "`` as an answer, and ``"1 "`` as an answer other
+    than ``"1"`` (the one a gold ``"1"`` names), while ``calibrate`` took a blank gold as
+    a label. Both are stripped; a blank answer, and a blank gold for ``calibrate``, is a
+    reject naming file, line and field."""
+    path = tmp_path / "votes.jsonl"
+    cases = [
+        {"id": "c1", "votes": [_vote("a", "1 "), _vote("b", " 1"), _vote("c", "2")]},
+        {"id": "c2", "votes": [_vote("a", "1"), _vote("b", " "), _vote("c", "2")]},
+        {"id": "c3", "votes": [_vote("a", "\u3000y"), _vote("b", "y"), _vote("c", "n")]},
+    ]
+    path.write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
+    res = run("vote", str(path), "--json")
+    assert res.returncode == 3, res.stderr
+    records = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [r["id"] for r in records] == ["c1", "c3"]
+    assert records[0]["answer"] == "1" and set(records[0]["probabilities"]) == {"1", "2"}
+    assert records[1]["answer"] == "y" and set(records[1]["probabilities"]) == {"y", "n"}
+    assert res.stderr.splitlines() == [
+        f"rejected {path}:2: field 'votes.1.answer': the answer is blank (' ': whitespace only)"
+    ]
+
+    lines = _labelled_lines()
+    spaced = [json.loads(line) for line in lines]
+    for case in spaced:
+        case["gold"] = f" {case['gold']} "
+        case["votes"][0]["answer"] += " "
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    padded = tmp_path / "padded.jsonl"
+    padded.write_text("".join(json.dumps(c) + "\n" for c in spaced), encoding="utf-8")
+    want = run("calibrate", str(plain), "--json")
+    got = run("calibrate", str(padded), "--json")
+    assert got.returncode == want.returncode == 0, got.stderr
+    assert json.loads(got.stdout) == json.loads(want.stdout)
+
+    blank = dict(spaced[0], gold=" ")
+    padded.write_text("\n".join([*lines, json.dumps(blank)]) + "\n", encoding="utf-8")
+    res = run("calibrate", str(padded), "--json")
+    assert res.returncode == 3
+    assert res.stderr.splitlines() == [
+        f"rejected {padded}:41: field 'gold': the gold answer is blank (' ': whitespace only)"
+    ]
+    ignored = run("vote", str(padded), "--json")  # vote ignores the gold
+    assert ignored.returncode == 0, ignored.stderr

@@ -103,6 +103,43 @@ def test_jsonl_lines_keep_their_rejects() -> None:
     assert (dup.file, dup.line, dup.field, dup.message) == ("v", 1, "id", "duplicate key")
 
 
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.sampled_from(["NaN", "Infinity", "-Infinity", "1e400", '"\\ud800"', "1"]),
+        min_size=1,
+        max_size=6,
+    ),
+    st.booleans(),
+)
+def test_a_line_with_several_bad_values_names_the_first(bad: list[str], nested: bool) -> None:
+    """A line holding NaN, Infinity and 1e400 in w, x and y was rejected naming y, the
+    last: the walk popped the values in reverse. The first in the line's order is named,
+    in an object's keys and a list's items alike, by the line reader and a file's."""
+    keys = [f"k{i}" for i in range(len(bad))]
+    body = ", ".join(f'"{k}": {v}' for k, v in zip(keys, bad, strict=True))
+    inner = "{" + body + "}" if not nested else "[" + ", ".join(bad) + "]"
+    votes = [
+        {"agent": a, "answer": "x", "evidence_source": "kb", "evidence_present": True} for a in "ab"
+    ]
+    line = json.dumps({"id": "c", "votes": votes, "meta": {"m": None}})
+    line = line.replace('"m": null', f'"m": {inner}')
+    got = parse_line(VoteCase, line, file="v", line=1)
+    first = next((i for i, v in enumerate(bad) if v != "1"), None)
+    if first is None:
+        assert isinstance(got, VoteCase)
+        return
+    assert isinstance(got, Reject)
+    assert got.field == (f"meta.m.{first}" if nested else f"meta.m.k{first}"), (line, got)
+
+
+def test_nan_infinity_and_an_overflow_name_the_first_field() -> None:
+    line = '{"id": "c", "votes": [], "meta": {"w": NaN, "x": Infinity, "y": 1e400}}'
+    got = parse_line(VoteCase, line, file="v", line=1)
+    assert isinstance(got, Reject) and got.field == "meta.w", got
+    assert "got nan" in got.message
+
+
 def _one_line(res: Result, *needles: str) -> None:
     assert res.code == 2, res.err
     assert res.err.startswith("error: ") and len(res.err.strip().splitlines()) == 1, res.err

@@ -156,3 +156,59 @@ def test_a_401_echoing_the_key_leaves_no_sdk_exception_behind_the_client_error(
     chain = _chain(info.value)
     assert not any(isinstance(e, openai.OpenAIError) for e in chain), chain
     assert not any(_holds(e, SECRET) or _holds(e, "SECRET") for e in chain), chain
+
+
+def _failed_call(backend: object) -> BaseException:
+    from dissensus.llm import ModelClient
+
+    settings = ClientSettings(max_retries=0, backoff_base_s=0)
+    client = ModelClient(backend, settings=settings)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(LLMError) as info:
+            client.chat_sync(ChatRequest(messages=[Message(role="user", content="hi")]))
+    finally:
+        client.close()
+    return info.value
+
+
+def test_an_exception_a_backend_did_not_expect_is_scrubbed_and_not_chained() -> None:
+    """A backend's stray exception quoting the key (a bug formatting the request's
+    headers) reached the call's error as it was, chained under it for any traceback to
+    show. Its text is scrubbed as a backend's errors are, its type kept, nothing chained."""
+    from dissensus.llm.function import FunctionBackend
+
+    live = "sk-live-SECRET-0123456789abc"
+
+    def fail(*_: object) -> str:
+        raise RuntimeError(f"token={live}")
+
+    error = _failed_call(FunctionBackend(fail))
+    assert getattr(error, "kind", None) == "unexpected"
+    assert "RuntimeError: token=[REDACTED]" in str(error)
+    chain = _chain(error)
+    assert not any(_holds(e, "SECRET") for e in chain), chain
+    assert not any(isinstance(e, RuntimeError) for e in chain), chain
+    assert "SECRET" not in "".join(traceback.format_exception(error))
+
+
+@pytest.mark.parametrize("recorded", [False, True])
+def test_a_stray_exception_is_scrubbed_of_the_backend_s_own_key(
+    tmp_path: Path, recorded: bool
+) -> None:
+    """A key that looks like no token (no ``sk-``, no ``Bearer``) is known only to its
+    backend: the client scrubs a stray exception's text with it, through a recording."""
+    from dissensus.llm.replay import RecordBackend
+
+    key = "live-KEY-0123456789abcdef"
+
+    class Buggy(OpenAIBackend):
+        async def send(self, request: ChatRequest, *, json_mode: str) -> object:  # type: ignore[override]
+            raise KeyError(f"headers={{'Authorization': '{key}'}}")
+
+    inner = Buggy("m", base_url="http://127.0.0.1:9/v1", api_key=key)
+    backend = RecordBackend(inner, tmp_path / "rec.jsonl") if recorded else inner
+    error = _failed_call(backend)
+    assert "KeyError" in str(error) and "[REDACTED]" in str(error)
+    chain = _chain(error)
+    assert not any(_holds(e, key) or _holds(e, key[4:16]) for e in chain), chain
+    assert key not in "".join(traceback.format_exception(error))

@@ -30,7 +30,8 @@ Choices this module makes:
   fields) must be finite: NaN and infinities cannot be journalled as JSON nor compared.
   Every string must be encodable as UTF-8 (a lone surrogate such as ``"\\ud800"`` is
   refused). Both are checked by the models, so every reader and every Python caller
-  gets the same rejects.
+  gets the same rejects. A value holding several is refused naming the first in
+  document order (``NaN``, ``Infinity`` and ``1e400`` in ``w``, ``x``, ``y``: ``w``).
 * Booleans are strict: ``"yes"``, ``1`` or ``"true"`` are not booleans.
 * Numbers are strict too: ``confidence`` and the weights of ``values`` are JSON numbers
   (an integer is taken as the float it equals); a string such as ``"0.5"`` or a
@@ -232,7 +233,8 @@ _STRICT = json.JSONEncoder(allow_nan=False, ensure_ascii=False, check_circular=F
 
 
 def find_unrepresentable(value: object, where: str = "") -> str | None:
-    """``"path: why"`` of the first non-finite number or non-UTF-8 string inside ``value``.
+    """``"path: why"`` of the first non-finite number or non-UTF-8 string inside ``value``
+    (first in document order: the order of a parsed line's keys and items).
 
     Walks dicts and lists iteratively (deep nesting cannot overflow the stack); returns
     None when everything inside is representable as JSON text in UTF-8.
@@ -253,16 +255,27 @@ def find_unrepresentable(value: object, where: str = "") -> str | None:
 
 
 def _walk(value: object, where: str) -> str | None:
-    stack: list[tuple[str, object]] = [(where, value)]
+    """The first bad key or scalar in document order: a key before its value, a value
+    before the keys and values after it (the stack holds them reversed, so the one
+    popped next is the next written)."""
+    stack: list[tuple[str, object, bool]] = [(where, value, False)]
     while stack:
-        path, item = stack.pop()
-        if isinstance(item, dict):
+        path, item, is_key = stack.pop()
+        if is_key:
+            if why := _bad_scalar(item):
+                return f"{path}: key {why}" if path else f"key {why}"
+        elif isinstance(item, dict):
+            entries: list[tuple[str, object, bool]] = []
             for key, sub in item.items():
-                if isinstance(key, str) and (why := _bad_scalar(key)):
-                    return f"{path}: key {why}" if path else f"key {why}"
-                stack.append((f"{path}.{key}" if path else str(key), sub))
+                if isinstance(key, str):
+                    entries.append((path, key, True))
+                entries.append((f"{path}.{key}" if path else str(key), sub, False))
+            stack.extend(reversed(entries))
         elif isinstance(item, list | tuple):
-            stack.extend((f"{path}.{i}" if path else str(i), sub) for i, sub in enumerate(item))
+            stack.extend(
+                (f"{path}.{i}" if path else str(i), item[i], False)
+                for i in range(len(item) - 1, -1, -1)
+            )
         elif why := _bad_scalar(item):
             return f"{path}: {why}" if path else why
     return None

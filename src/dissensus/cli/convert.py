@@ -14,6 +14,12 @@ checked before the source is read: none may be a file the converter reads (for L
 every ``dataset.json`` and ``result.json`` of the subsets found, for ZeroEval every
 ``*.json`` of the directory). ``--out`` and ``--rejects`` are written to temporary
 files renamed over them at the end, so a conversion that fails replaces neither.
+
+Choices this module makes:
+
+* An interrupted conversion (SIGINT, SIGTERM, SIGHUP: exit 130) keeps ``--rejects``
+  with the items skipped so far, as an interrupted ``route``, ``vote`` or ``calibrate``
+  keeps the lines it rejected so far; ``--out`` is not written, as theirs is not.
 """
 
 from __future__ import annotations
@@ -79,12 +85,13 @@ class _SkipLog:
     @contextmanager
     def writing(self, path: str | None) -> Iterator[None]:
         """Also write skipped items to ``path`` for the block: through a temporary file
-        renamed over it at the end (:func:`atomic_output`), so nothing is replaced before
-        the conversion succeeds and a failed one leaves the old file as it was."""
+        renamed over it at the end (:func:`atomic_output`), so a failed conversion leaves
+        the old file as it was; an interrupted one keeps the items skipped so far, as an
+        interrupted ``route`` or ``vote`` keeps its rejects."""
         if path is None:
             yield
             return
-        with atomic_output(path) as handle:
+        with atomic_output(path, keep_on=(KeyboardInterrupt,)) as handle:
             self._handle = handle
             try:
                 yield

@@ -23,7 +23,9 @@ Choices this module makes:
 * ``judge`` checks ``--rejects`` (writable, not the input) and every judge's model spec
   before it reads a line.
 * Failed judge calls are one ``error:`` line on stderr (the first failure, and how many
-  more; ``--json`` lists every one); the exit code is 1.
+  more; ``--json`` lists every one); the exit code is 1, also when input lines were
+  rejected too: 3 says every other line was scored, which a failed call denies (as
+  ``decide`` exits 1, not 3, when its follow-ups failed).
 """
 
 from __future__ import annotations
@@ -384,8 +386,9 @@ def judge_cmd(
         more = f" (and {len(errors) - 1} more; --json lists them all)" if len(errors) > 1 else ""
         first = " ".join(errors[0].split())
         err_console.print(f"error: judge call failed: {shown(first)}{more}", soft_wrap=True)
-    code = exit_for(rejected)
-    raise typer.Exit(code=EXIT_FAILURE if errors and not code else code)
+    # A failed judge call is a failure whatever else happened: rejected lines (3) say
+    # that every other line was processed, which a failed call denies.
+    raise typer.Exit(code=EXIT_FAILURE if errors else exit_for(rejected))
 
 
 def _show_judges(summary: Means) -> None:

@@ -19,6 +19,12 @@ Choices this module makes:
 * ``calibrate`` reads a case id once: a later case of an id seen before is dropped, one
   warning per repeated id (a copy would count twice in every accuracy, reliability and
   stratum size); ``vote`` decides every case, copies included, as ``decide`` does.
+* An answer and a gold are read without the whitespace around them (``"1 "`` is the
+  answer ``"1"``, the one a gold ``"1"`` names), as a reader typing them back sees them;
+  an answer of whitespace only names no answer and rejects its line, naming
+  ``votes.N.answer``, as an empty one does. So does a blank gold for ``calibrate``;
+  ``vote`` ignores the gold, blank or not. Only this command's input is read so: a
+  panel's decisions, which the guard votes with in ``decide``, are read as they are.
 * A ``--verifier`` that no voter of any decided case has is a warning at the end, one
   line naming the closest agent id (a case-only difference first), not an error: the
   cases were decided as the guard decides without a verifier who voted, and which
@@ -31,7 +37,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from rich.table import Table
 
 from dissensus.cli.app import app
@@ -57,7 +63,7 @@ from dissensus.cli.common import (
     whole_records,
 )
 from dissensus.errors import ConfigError, InputError
-from dissensus.types import VoteCase
+from dissensus.types import Vote, VoteCase
 
 if TYPE_CHECKING:
     from dissensus.guard import ReliabilityFit
@@ -67,11 +73,45 @@ if TYPE_CHECKING:
 __all__ = ["calibrate_command", "vote_command"]
 
 
-class _LabelledInput(VoteCase):
+def _stripped(value: str | None, info: ValidationInfo) -> str | None:
+    """A label without the whitespace around it; an answer of whitespace only is refused
+    (it names no answer), a blank gold kept as it is (``vote`` ignores the gold)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text:
+        return text
+    if info.field_name == "answer":
+        raise ValueError(f"the answer is blank ({value!r}: whitespace only)")
+    return value
+
+
+class _VoteInput(Vote):
+    """A vote as ``vote`` and ``calibrate`` read it: the answer without surrounding
+    whitespace, never blank."""
+
+    _stripped = field_validator("answer")(_stripped)
+
+
+class _CaseInput(VoteCase):
+    """A case as ``vote`` reads it: its votes as :class:`_VoteInput`, its gold stripped."""
+
+    votes: list[_VoteInput]  # type: ignore[assignment]
+    _stripped = field_validator("gold")(_stripped)
+
+
+class _LabelledInput(_CaseInput):
     """A case as ``calibrate`` reads it: ``gold`` is required, and is a label (an empty
-    string names no answer: a reject naming ``gold``, as a list or an object is)."""
+    or blank string names no answer: a reject naming ``gold``, as a list or an object is)."""
 
     gold: str = Field(min_length=1)
+
+    @field_validator("gold")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"the gold answer is blank ({value!r}: whitespace only)")
+        return value
 
 
 RejectsOption = Annotated[
@@ -338,7 +378,7 @@ def vote_command(
     agents: Counter[str] = Counter()  # every voter's agent id, for a --verifier none had
     with reject_sink(rejects) as sink, open_text(votes) as handle:
         # Streamed: with --json memory does not grow with the number of cases.
-        cases = read_numbered_models(VoteCase, handle, file=votes)
+        cases = read_numbered_models(_CaseInput, handle, file=votes)
         out = whole_records(stdout_handle())  # no progress line inside a record
         for number, _, item in progress(cases, description="vote"):
             if isinstance(item, Reject):

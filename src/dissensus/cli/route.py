@@ -8,16 +8,26 @@ actions. Memory stays bounded whatever the number of panels: one batch of panels
 at a time, and the human table shows at most the first ``--show`` rows.
 
 Bad lines (invalid JSON, missing or mistyped fields, fewer than two agents, confidence
-outside [0, 1], duplicate agent ids, empty reasoning) are reported on standard error with
-file, line and field, written to ``--rejects``, and skipped; every good line is still
-routed. Too few agents and duplicate agent ids are reported on field ``outputs``. Exit
+outside [0, 1], duplicate agent ids) are reported on standard error with file, line and
+field, written to ``--rejects``, and skipped; every good line is still routed. Empty
+reasoning is no bad line: the agent is left out of the similarity and named in the
+reading's ``missing_reasoning`` (``docs/states.md``). Too few agents and duplicate agent ids are reported on field ``outputs``. Exit
 codes: 0 ok, 2 usage error (missing file, bad flag, bad rules file, unknown backend), 3
 when any line was rejected.
+
+Choices this module makes:
+
+* ``calibrate-thresholds`` reads a panel id once: a later panel of an id seen before is
+  dropped, one warning per repeated id on standard error once the corpus is read (a copy
+  would count twice among the per-panel similarities and shift the quantile taken as
+  θ_s); the exit code is unchanged. ``route`` routes every panel, copies included, as
+  ``decide`` does. Only the ids seen are kept, never the panels.
 """
 
 from __future__ import annotations
 
 import gc
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
 from itertools import islice
@@ -34,6 +44,7 @@ from dissensus.cli.common import (
     atomic_output,
     check_input_path,
     check_outputs,
+    err_console,
     exit_for,
     not_empty,
     number_in,
@@ -41,6 +52,7 @@ from dissensus.cli.common import (
     print_json,
     progress,
     progress_enabled,
+    quoted,
     reject_sink,
     shown,
     stdout_handle,
@@ -353,8 +365,9 @@ def calibrate_command(
     not_empty(similarity, "--similarity", "the similarity backend")
     check_outputs({"--rejects": rejects}, reads={"CORPUS": corpus})
     backend = _backend(similarity, no_cache, allow_code)
+    once = _FirstOfEachId()
     with reject_sink(rejects) as sink:
-        panels_iter = (panel for _, panel in _panels(corpus, sink))
+        panels_iter = once.panels(_panels(corpus, sink))
         first = list(islice(panels_iter, 1))
         if not first:
             raise InputError(f"{corpus}: no valid panels to calibrate on")
@@ -362,6 +375,7 @@ def calibrate_command(
             _chain(first, panels_iter), backend, quantile, batch_size, source=corpus
         )
         rejected = sink.count
+    once.warn()
     if json_out:
         print_json({**result.model_dump(), "rejected": rejected})
     else:
@@ -376,6 +390,34 @@ def calibrate_command(
             f"use: dissensus route PANELS --similarity {similarity} --theta-s {result.theta_s:.4f}"
         )
     raise typer.Exit(code=exit_for(rejected))
+
+
+class _FirstOfEachId:
+    """Keeps the first panel of every id of a corpus (a copy would count twice among the
+    per-panel similarities: ``cat a a`` moved the quantile taken as θ_s) and warns once
+    per repeated id when asked, after the corpus is read."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, int] = {}
+        self.again: Counter[str] = Counter()
+
+    def panels(self, numbered: Iterator[tuple[int, PanelLike]]) -> Iterator[PanelLike]:
+        for number, panel in numbered:
+            if panel.id in self.first:
+                self.again[panel.id] += 1
+                continue
+            self.first[panel.id] = number
+            yield panel
+
+    def warn(self) -> None:
+        for panel_id, n in self.again.items():
+            err_console.print(
+                f"warning: panel id {quoted(panel_id)} appears {n + 1} times (first at line "
+                f"{self.first[panel_id]}): calibrating on the first only",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 def _chain(first: list[PanelLike], rest: Iterator[PanelLike]) -> Iterator[PanelLike]:

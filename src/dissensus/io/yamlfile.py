@@ -27,10 +27,15 @@ Problem, task, policy, rules, scripted-model and calibration files are all read 
   4,300 by default) is an error naming its line, as the JSON loader refuses one.
 * :func:`yaml_line_of` finds the line a dotted field is written on, so an error a
   reader of the data raises (a policy's field out of range) can name it too.
+* A character YAML does not allow in a document (a NUL byte, another control
+  character) is an error naming its line, counted as YAML counts lines, and the
+  character (``invalid YAML at line 2: control characters are not allowed
+  (U+0000)``): YAML's reader refuses it before parsing, with no line of its own.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -195,6 +200,8 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
         raise ConfigError("the document is nested too deeply", file=file) from None
     except ValueError as exc:  # a value the constructors cannot convert (a safeguard)
         raise ConfigError(f"invalid YAML: {' '.join(str(exc).split())}", file=file) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (a NUL)
+        raise ConfigError(_refused_character(text, exc), file=file) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
@@ -239,6 +246,26 @@ def yaml_line_of(text: str, field: str) -> int | None:
         else:
             break
     return line
+
+
+_LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
+"""A line break as YAML counts them (``\r\n`` is one): the lines its marks number."""
+
+
+def _refused_character(text: str, exc: yaml.reader.ReaderError) -> str:
+    """The message of a character the YAML reader refused, naming its line. The reader
+    stops at the first character it does not allow, so that character's first place in
+    ``text`` is where it stopped (its ``position`` counts characters in PyYAML's reader
+    and UTF-8 bytes in libyaml's: the character is found instead)."""
+    character = exc.character
+    if isinstance(character, bytes):
+        character = character.decode("utf-8", "replace")
+    code = ord(character) if isinstance(character, str) and len(character) == 1 else character
+    if not isinstance(code, int):
+        return f"invalid YAML: {exc.reason}"
+    at = text.find(chr(code))
+    where = f" at line {len(_LINE_BREAK.findall(text, 0, at)) + 1}" if at >= 0 else ""
+    return f"invalid YAML{where}: {exc.reason} (U+{code:04X})"
 
 
 def load_yaml_file(path: str | Path, *, what: str = "file") -> Any:

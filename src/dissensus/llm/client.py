@@ -48,6 +48,13 @@ Choices this module makes:
 * **Per-request schemas.** A request that already carries ``json_schema`` (built for
   this request, e.g. with the enum of ids that exist now) is sent with that schema;
   the ``schema`` class only validates the answer. Otherwise the class's schema is sent.
+* **Unexpected failures.** An exception of a backend that is no
+  :class:`~dissensus.llm.base.BackendError` (a backend's bug) fails the attempt as kind
+  ``unexpected``, not retried, named by the exception's type and text, that text
+  scrubbed as a backend scrubs its own errors (:func:`~dissensus.llm.openai_backend.redact`
+  with the key of a backend that offers ``redact_message``, bearer and basic
+  credentials and ``sk-`` keys otherwise). The exception is not chained to the failure:
+  its arguments, or the request it holds, may quote the key.
 * **Re-asks** send the previous answer back as an assistant message, followed by a
   user message naming the validation errors (locations and messages only; the invalid
   values themselves are not echoed). The errors are quoted in a ``VALIDATION_ERRORS``
@@ -492,6 +499,18 @@ class ModelClient:
         }
         return trusted(ChatResponse, fields)
 
+    def _scrubbed(self, text: str) -> str:
+        """``text`` with the backend's key (a backend that knows one says so through
+        ``redact_message``), bearer and basic credentials and ``sk-`` keys replaced by
+        ``[REDACTED]``: the text of an exception a backend did not expect, which may
+        quote the request, its headers or the key."""
+        from dissensus.llm.openai_backend import redact
+
+        own = getattr(self.backend, "redact_message", None)
+        if callable(own):
+            text = str(own(text))
+        return redact(text)
+
     async def _attempts(self, request: ChatRequest, call: _Call) -> BackendResponse:
         """One answer: attempts until success, a permanent failure or the retry bound."""
         failures: list[str] = []
@@ -529,11 +548,13 @@ class ModelClient:
             except LLMError:
                 raise  # typed and final (e.g. ReplayMiss)
             except Exception as exc:
-                # A backend bug must still surface as a typed failure, never a raw crash.
+                # A backend bug must still surface as a typed failure, never a raw crash:
+                # named by its type, its text scrubbed of the key, nothing chained to it.
                 failure = BackendError(
-                    f"{type(exc).__name__}: {exc}", kind="unexpected", retryable=False
+                    self._scrubbed(f"{type(exc).__name__}: {exc}"),
+                    kind="unexpected",
+                    retryable=False,
                 )
-                failure.__cause__ = exc
             finally:
                 if not sent:  # cancelled while waiting, or refused by the hook: nothing
                     self.budget.release(reservation)  # was sent or spent

@@ -620,6 +620,12 @@ class OpenAIBackend:
         placeholder = self._key_source.startswith("the placeholder")
         return redact(text, (self._api_key,) if self._api_key and not placeholder else ())
 
+    def redact_message(self, text: str) -> str:
+        """``text`` scrubbed of this backend's key as its own errors are (:func:`redact`):
+        the client scrubs with it an exception this backend did not turn into a
+        :class:`BackendError`."""
+        return self._redact(text)
+
     def _server_text(self, text: str) -> str:
         """A server's error message as passed on: scrubbed (:meth:`_redact`) and cut to
         :data:`MAX_SERVER_MESSAGE_CHARS` characters ("Error messages"). Only a head of the

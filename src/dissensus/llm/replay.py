@@ -253,6 +253,11 @@ class RecordBackend:
     def __repr__(self) -> str:
         return f"RecordBackend(path={str(self.path)!r}, inner={self.inner!r})"
 
+    def redact_message(self, text: str) -> str:
+        """``text`` scrubbed of the wrapped backend's key, when it knows one."""
+        own = getattr(self.inner, "redact_message", None)
+        return str(own(text)) if callable(own) else text
+
     async def send(self, request: ChatRequest, *, json_mode: JsonMode) -> BackendResponse:
         response = await self.inner.send(request, json_mode=json_mode)
         line = {

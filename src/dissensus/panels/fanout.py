@@ -413,6 +413,12 @@ class _Watched:
         self.finish_reason: str | None = None
         self.refused = False
 
+    def redact_message(self, text: str) -> str:
+        """``text`` scrubbed of the shared backend's key, when it knows one (the client
+        scrubs an exception the backend did not expect with it)."""
+        own = getattr(self.inner, "redact_message", None)
+        return str(own(text)) if callable(own) else text
+
     async def send(self, request: ChatRequest, *, json_mode: JsonMode) -> BackendResponse:
         try:
             response = await self.inner.send(request, json_mode=json_mode)
