@@ -203,3 +203,22 @@ def test_two_agents_proposing_one_text_without_ids_table_one_candidate() -> None
     assert verify(record.model_dump(mode="json")).valid
     # each agent scored the plan once
     assert record.spent.evaluations == len(agents) * len(record.candidates)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"floor": 10**5000},
+        {"margin": -(10**5000)},
+        {"deadline_s": 10**5000},
+        {"rounds": 10**5000},
+        {"floor": __import__("fractions").Fraction(10**5000, 3)},
+    ],
+)
+def test_a_number_too_long_to_write_is_refused_by_its_size(overrides: dict[str, Any]) -> None:
+    """An integer of more digits than Python writes out raised ValueError while its own
+    refusal's message was made."""
+    with pytest.raises(ConfigError) as info:
+        _call("Negotiation", overrides)
+    assert info.value.field == next(iter(overrides))
+    assert len(str(info.value)) < 200

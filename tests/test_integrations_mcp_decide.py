@@ -511,3 +511,53 @@ def test_every_run_with_a_record_has_ended_or_is_named_unfinished(tmp_path: Path
                 assert ended or run.run_id in unfinished, (deadline, answer)
             else:
                 assert not ended and run.run_id not in unfinished
+
+
+def _failing_after(monkeypatch: pytest.MonkeyPatch, panel_id: str, error: Exception) -> None:
+    """``execute_run`` raising ``error`` once the record of ``panel_id`` is made."""
+    from dissensus.integrations.mcp import tools_decide
+
+    real = tools_decide.execute_run
+
+    async def fails(store: Any, run_id: str, **kwargs: Any) -> Any:
+        async for record in real(store, run_id, **kwargs):
+            yield record
+            if record.id == panel_id:
+                raise error
+
+    monkeypatch.setattr(tools_decide, "execute_run", fails)
+
+
+@pytest.mark.parametrize("last", [True, False])
+def test_a_journal_failing_after_a_record_counts_that_panel_as_decided(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, last: bool
+) -> None:
+    """The journal failing after a panel's record was made said that panel 'was not
+    decided' and should be sent again, which decides it twice."""
+    pytest.importorskip("mcp")
+    from dissensus.store import JournalError
+
+    _failing_after(monkeypatch, "p-agree", JournalError("the journal is busy"))
+    panels = [_conflict(), _agree()] + ([] if last else [_agree("p-more")])
+    (decided,) = _calls(tmp_path, [("decide", {"panels": panels})])
+    assert decided.is_error
+    said = tool_text(decided)
+    if last:
+        assert "every panel was decided" in said and "send none again" in said
+    else:
+        assert "panel 2 ('p-more') and those after it were not decided" in said
+        assert "panels 0-1 were" in said
+    assert "of panel 1 may not have ended" in said and "dissensus runs resume" in said
+
+
+def test_an_unfinished_run_s_error_always_says_how_to_end_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("mcp")
+    from dissensus.errors import DissensusError
+
+    _failing_after(monkeypatch, "p-agree", DissensusError("the shift check could not be written"))
+    (decided,) = _calls(tmp_path, [("decide", {"panels": [_agree()]})])
+    (unfinished,) = decided.structured_content["unfinished"]
+    assert unfinished["error"].startswith("the shift check could not be written")
+    assert f"dissensus runs resume {unfinished['run_id']} --journal" in unfinished["error"]

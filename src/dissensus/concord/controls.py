@@ -64,17 +64,19 @@ def check_controls(
     if isinstance(rounds, bool) or not isinstance(rounds, numbers.Integral):
         raise fail(f"rounds must be an integer, got {type(rounds).__name__}", "rounds")
     if not (math.isfinite(value := as_real(floor)) and 0.0 <= value <= 1.0):
-        raise fail(f"floor must lie in [0, 1], got {floor}", "floor")
+        raise fail(f"floor must lie in [0, 1], got {_shown(floor)}", "floor")
     if not (math.isfinite(value := as_real(margin)) and 0.0 <= value <= 1.0):
-        raise fail(f"margin must lie in [0, 1], got {margin}", "margin")
+        raise fail(f"margin must lie in [0, 1], got {_shown(margin)}", "margin")
     if rounds < 0:
-        raise fail(f"rounds must be >= 0, got {rounds}", "rounds")
+        raise fail(f"rounds must be >= 0, got {_shown(rounds)}", "rounds")
     if rounds > MAX_ROUNDS:
-        raise fail(f"rounds must be at most {MAX_ROUNDS}, got {rounds}", "rounds")
+        raise fail(f"rounds must be at most {MAX_ROUNDS}, got {_shown(rounds)}", "rounds")
     if deadline_s is not None and not (math.isfinite(value := as_real(deadline_s)) and value >= 0):
         # checked before any agent is asked: a NaN deadline ran every (paid) call and then
         # failed to record the run
-        raise fail(f"deadline_s must be a finite number >= 0, got {deadline_s}", "deadline_s")
+        raise fail(
+            f"deadline_s must be a finite number >= 0, got {_shown(deadline_s)}", "deadline_s"
+        )
     if not agents:
         raise fail("at least one agent is needed", "agents")
     if len(agents) > MAX_AGENTS:
@@ -92,6 +94,16 @@ def check_controls(
 
 def _is_number(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _shown(value: object) -> str:
+    """A control's value as a message shows it: a number of more digits than Python
+    writes out (or than a line holds) by its size, never an error of its own."""
+    try:
+        text = str(value)
+    except ValueError:  # an int past sys.get_int_max_str_digits
+        return "a number of more than 4,300 digits"
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
 
 
 def as_real(value: float) -> float:

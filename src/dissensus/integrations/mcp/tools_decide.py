@@ -4,6 +4,7 @@ decided reported as a reject beside the others."""
 from __future__ import annotations
 
 import asyncio
+import shlex
 from collections.abc import Callable
 from typing import Annotated
 
@@ -68,15 +69,20 @@ async def _decide_panels(
                     )
                 )
         except JournalError as exc:
-            if index == 0:
+            done = index + 1 if decided else index
+            if done == 0:
                 raise
-            # The panels before this one are decided and journalled: say so, so that a
-            # retry sends only the rest (else their review items would open twice).
-            raise JournalError(_not_all(exc, index, panel, runs)) from None
+            # The panels before this one (and this one, when its record was made) are
+            # decided and journalled: say so, so that a retry sends only the rest (else
+            # their review items would open twice).
+            raise JournalError(
+                named(_not_all(exc, done, panels, runs, store, after_record=decided))
+            ) from None
         except DissensusError as exc:  # this panel's run stopped (resumable): the others go on
             if decided:
+                error = named(_resumable(_message(exc), run_id, store))
                 answer.unfinished.append(
-                    UnfinishedRun(index=index, id=shown, run_id=run_id, error=named(_message(exc)))
+                    UnfinishedRun(index=index, id=shown, run_id=run_id, error=error)
                 )
             else:
                 field = exc.field if isinstance(exc, ConfigError) else None
@@ -90,9 +96,12 @@ async def _decide_panels(
                     )
                 )
         except Exception as exc:
-            if index == 0:
+            done = index + 1 if decided else index
+            if done == 0:
                 raise
-            raise DissensusError(_not_all(exc, index, panel, runs)) from exc
+            raise DissensusError(
+                named(_not_all(exc, done, panels, runs, store, after_record=decided))
+            ) from exc
         answer.rejects.extend(
             PanelReject(index=index, id=shown, run_id=run_id, field=r.field, error=r.message)
             for r in refused
@@ -108,14 +117,47 @@ def _short_id(text: str) -> str:
     return text if len(text) <= SHORT_LIMIT else text[:SHORT_LIMIT] + "…"
 
 
-def _not_all(exc: Exception, index: int, panel: Panel, runs: list[str]) -> str:
-    """Why a ``decide`` call stopped at panel ``index`` (> 0), and which panels it did."""
-    why = _message(exc) if isinstance(exc, DissensusError) else f"{type(exc).__name__}: {exc}"
+def _resumable(message: str, run_id: str, store: Journal) -> str:
+    """``message`` ending with the command that ends the partial run ``run_id``."""
+    if "runs resume" in message:
+        return message
     return (
-        f"{' '.join(why.split())}; panel {index} ({quote_short(panel.id)}) and those after it "
-        f"were not decided; panels 0-{index - 1} were (runs {', '.join(runs[:index])}): "
-        "send only the rest again"
+        f"{message}; the run is partial, finish it with: dissensus runs resume {run_id} "
+        f"--journal {shlex.quote(str(store.path))}"
     )
+
+
+def _not_all(
+    exc: Exception,
+    done: int,
+    panels: list[Panel],
+    runs: list[str],
+    store: Journal,
+    *,
+    after_record: bool,
+) -> str:
+    """Why a ``decide`` call stopped with panels ``0..done-1`` (``done`` > 0) decided and
+    journalled, and which they were; with ``after_record``, the last of them failed
+    after its record was made, so its run may not have ended (it is named with the
+    command that ends it)."""
+    why = _message(exc) if isinstance(exc, DissensusError) else f"{type(exc).__name__}: {exc}"
+    said = f"{' '.join(why.split())}; "
+    if done < len(panels):
+        said += (
+            f"panel {done} ({quote_short(panels[done].id)}) and those after it were not "
+            f"decided; panels 0-{done - 1} were (runs {', '.join(runs[:done])}): send only "
+            "the rest again"
+        )
+    else:
+        said += f"every panel was decided (runs {', '.join(runs[:done])}): send none again"
+    if after_record:
+        last = runs[done - 1]
+        said += (
+            f"; run {last} of panel {done - 1} may not have ended: if `dissensus runs list` "
+            f"says it is incomplete, finish it with: dissensus runs resume {last} "
+            f"--journal {shlex.quote(str(store.path))}"
+        )
+    return said
 
 
 def add_decide_tool(server: MCPServer, settings: _Settings) -> None:
