@@ -1,0 +1,155 @@
+"""Signing against tampering: any change to a signed document or to a sealed run, the
+signature object itself included, is never ``signed``."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
+
+from dissensus.signing import PublicKey, Signer, document_status, sign_document
+from dissensus.store import GENESIS, SEAL_TYPE, Journal, canonical, chain_hash
+from store_backends import raw
+
+KEY = Signer.from_pem(
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MC4CAQAwBQYDK2VwBCIEIBtL8rPZ9ncGYjcbyS9Yd0CbmT6VoO2ZkW3Pq1n4xmJc\n"
+    "-----END PRIVATE KEY-----\n"
+)
+B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+PACKET: dict[str, Any] = {
+    "schema_version": "1",
+    "task_id": "t",
+    "question": "Which?",
+    "status": "complete",
+    "path": "converged",
+    "residual_objections": [],
+    "minority_report": [{"option": "o2", "holders": ["p1"], "confidence": 0.25}],
+    "scores": {"p1": {"o1": 0.5, "o2": 0.75}},
+}
+SIGNED = sign_document(PACKET, KEY)
+
+
+def _other_spellings(value: str) -> list[str]:
+    """Every string one base64 character away from ``value``."""
+    return [value[:i] + c + value[i + 1 :] for i in range(len(value)) for c in B64 if c != value[i]]
+
+
+def test_every_other_spelling_of_a_signature_value_is_invalid() -> None:
+    """Base64 decoders ignore the last character's unused bits: a signature value with
+    any one character changed (those bits too) does not verify."""
+    value = SIGNED["signature"]["value"]
+    for other in _other_spellings(value):
+        doc = {**SIGNED, "signature": {**SIGNED["signature"], "value": other}}
+        assert document_status(doc, KEY.public_key) == "invalid", other
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [
+        {**SIGNED["signature"], "signer": "someone else"},
+        {**SIGNED["signature"], "key_id": "0" * 16},
+        {k: v for k, v in SIGNED["signature"].items() if k != "key_id"},
+        {**SIGNED["signature"], "value": SIGNED["signature"]["value"].rstrip("=")},
+        {**SIGNED["signature"], "value": " " + SIGNED["signature"]["value"]},
+        {**SIGNED["signature"], "value": base64.b64encode(b"\0" * 65).decode()},
+        {**SIGNED["signature"], "value": 5},
+        {**SIGNED["signature"], "alg": "Ed25519"},
+    ],
+)
+def test_a_changed_signature_object_is_invalid(signature: dict[str, Any]) -> None:
+    """A field added to the signature, its key id edited or dropped, its value spelled
+    another way: the document changed, so it is ``invalid``, not ``signed``."""
+    assert document_status({**SIGNED, "signature": signature}, KEY.public_key) == "invalid"
+
+
+@seed(20261205)
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_any_single_character_change_of_a_signed_packet_is_not_signed(data: Any) -> None:
+    """One character of the signed packet's JSON text replaced: if it still reads as
+    another document, that document is not ``signed``."""
+    text = json.dumps(SIGNED)
+    i = data.draw(st.integers(0, len(text) - 1))
+    c = data.draw(st.sampled_from(sorted(set(B64 + '0123456789.-e"{}[],: _=') - {text[i]})))
+    changed = text[:i] + c + text[i + 1 :]
+    try:
+        doc = json.loads(changed)
+    except ValueError:
+        return
+    if doc == SIGNED or not isinstance(doc, dict):
+        return
+    assert document_status(doc, KEY.public_key) != "signed", (i, c)
+
+
+def _sealed_run(target: str) -> list[Any]:
+    with Journal(target, signer=KEY) as j:
+        j.create_run("r", kind="t", meta={})
+        for i in range(3):
+            j.append("r", "e", {"v": i}, key=f"k{i}")
+        j.append("r", "run.finished", {}, key="run/finished")
+        return list(j.events("r"))
+
+
+def _rechain(target: str, events: list[Any], seal_payload: dict[str, Any]) -> None:
+    """Rewrite run ``r`` with its seal's payload replaced, every hash recomputed."""
+    prev = GENESIS
+    for e in events:
+        payload = seal_payload if e.type == SEAL_TYPE else e.payload
+        digest = chain_hash(prev, {**e.body(), "payload": payload})
+        raw(
+            target,
+            "UPDATE events SET payload = ?, prev_hash = ?, hash = ? WHERE run_id = 'r' AND seq = ?",
+            (canonical(payload), prev, digest, e.seq),
+        )
+        prev = digest
+    raw(target, "UPDATE runs SET head_hash = ? WHERE run_id = 'r'", (prev,))
+
+
+@seed(20261205)
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_a_re_chained_seal_with_its_signature_changed_is_not_signed(
+    tmp_path_factory: pytest.TempPathFactory, data: Any
+) -> None:
+    """Someone with write access changes one character of the last seal's signature (or
+    adds to it) and recomputes every hash: the run is no longer ``signed``."""
+    target = str(tmp_path_factory.mktemp("seal") / "j.sqlite")
+    events = _sealed_run(target)
+    seal = events[-1]
+    assert seal.type == SEAL_TYPE
+    signature = dict(seal.payload["signature"])
+    value = signature["value"]
+    how = data.draw(st.sampled_from(["value", "extra", "key_id"]))
+    if how == "value":
+        # The last characters first: those whose unused bits a decoder ignores.
+        tail = [v for v in _other_spellings(value) if v[:-3] == value[:-3]]
+        signature["value"] = data.draw(st.sampled_from(tail))
+    elif how == "extra":
+        signature["note"] = "signed by the auditor"
+    else:
+        signature["key_id"] = data.draw(
+            st.text(alphabet="0123456789abcdef", min_size=16, max_size=16).filter(
+                lambda k: k != signature["key_id"]
+            )
+        )
+    _rechain(target, events, {**seal.payload, "signature": signature})
+    with Journal(target) as j:
+        assert j.verify("r").ok  # the chain alone cannot tell
+        report = j.verify("r", public_key=KEY.public_key)
+    assert report.signature == "invalid", report
+
+
+def test_the_untouched_documents_still_verify(tmp_path: Path) -> None:
+    """The strict reading refuses nothing the signer writes."""
+    assert document_status(SIGNED, KEY.public_key) == "signed"
+    assert document_status(SIGNED, PublicKey(Signer.generate().public_key.key)) == "invalid"
+    events = _sealed_run(str(tmp_path / "j.sqlite"))
+    assert events[-1].type == SEAL_TYPE
+    with Journal(str(tmp_path / "j.sqlite")) as j:
+        assert j.verify("r", public_key=KEY.public_key).signature == "signed"
