@@ -153,3 +153,64 @@ def test_the_untouched_documents_still_verify(tmp_path: Path) -> None:
     assert events[-1].type == SEAL_TYPE
     with Journal(str(tmp_path / "j.sqlite")) as j:
         assert j.verify("r", public_key=KEY.public_key).signature == "signed"
+
+
+def _lose_the_last_seal(target: str, run_id: str) -> None:
+    """What a crash between a run's last commit and its seal leaves: no seal at the end."""
+    (n,) = raw(target, "SELECT n_events FROM runs WHERE run_id = ?", (run_id,))[0]
+    ((kind,),) = raw(
+        target, "SELECT type FROM events WHERE run_id = ? AND seq = ?", (run_id, n - 1)
+    )
+    assert kind == SEAL_TYPE
+    ((head,),) = raw(
+        target, "SELECT hash FROM events WHERE run_id = ? AND seq = ?", (run_id, n - 2)
+    )
+    raw(target, "DELETE FROM events WHERE run_id = ? AND seq = ?", (run_id, n - 1))
+    raw(
+        target,
+        "UPDATE runs SET n_events = ?, head_hash = ? WHERE run_id = ?",
+        (n - 1, head, run_id),
+    )
+
+
+def test_runs_resume_makes_the_seal_a_crash_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A finished run whose seal was never written (the process died between the two
+    commits) is sealed by ``runs resume`` with the key set; without it, it stays unsigned;
+    a run whose tail after its end is not one a seal follows is never signed after the fact."""
+    from dissensus.cli import main
+    from dissensus.signing import SIGNING_KEY_ENV
+    from pipeline_cases import panel, write_jsonl, write_policy
+
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1", "1"], swap=["1", "1", "1"])])
+    pol = write_policy(tmp_path / "policy.yaml")
+    pub = tmp_path / "pub.pem"
+    pub.write_text(KEY.public_key.pem(), encoding="utf-8")
+    target = str(tmp_path / "j.sqlite")
+    monkeypatch.setenv(SIGNING_KEY_ENV, KEY.private_pem())
+    args = ["decide", str(inp), "--policy", str(pol), "--journal", target, "--run-id", "S"]
+    assert main([*args, "--json"]) == 0
+    _lose_the_last_seal(target, "S")
+    verify = ["runs", "verify", "S", "--journal", target, "--public-key", str(pub)]
+    resume = ["runs", "resume", "S", "--journal", target, "--json"]
+
+    monkeypatch.delenv(SIGNING_KEY_ENV)
+    assert main(resume) == 0
+    capsys.readouterr()
+    assert main(verify) == 1
+    assert "signature: unsigned (the run has no seal)" in capsys.readouterr().err
+
+    monkeypatch.setenv(SIGNING_KEY_ENV, KEY.private_pem())
+    assert main(resume) == 0
+    capsys.readouterr()
+    assert main(verify) == 0
+    assert "signature: signed" in capsys.readouterr().out
+    assert main(resume) == 0  # sealed once: a second resume adds nothing
+    with Journal(target) as j:
+        assert [e.type for e in j.events("S")][-2:] == ["run.finished", SEAL_TYPE]
+        j.append("S", "note", {}, key="late")  # not an end a seal follows
+    assert main(resume) == 0
+    capsys.readouterr()
+    assert main(verify) == 1
+    assert "1 event(s) after the last seal" in capsys.readouterr().err
