@@ -214,3 +214,30 @@ def test_runs_resume_makes_the_seal_a_crash_lost(
     capsys.readouterr()
     assert main(verify) == 1
     assert "1 event(s) after the last seal" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_deliberate_refuses_an_unusable_key_before_any_model_call(
+    as_json: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A signing key that cannot be used stops ``deliberate`` with exit 2, naming the
+    variable and not the key, before the deliberation runs (its calls are not spent)."""
+    import dissensus.cli.dci as dci_cli
+    from dissensus.cli import main
+    from dissensus.signing import SIGNING_KEY_ENV
+
+    ran: list[str] = []
+
+    async def never(*args: Any, **kwargs: Any) -> Any:
+        ran.append("deliberated")
+        raise AssertionError("the deliberation ran with an unusable key")
+
+    monkeypatch.setattr(dci_cli, "_deliberate", never)
+    broken = KEY.private_pem().replace("MC4C", "MC4D")
+    monkeypatch.setenv(SIGNING_KEY_ENV, broken)
+    task = str(Path(__file__).resolve().parent.parent / "examples" / "dci" / "routine.yaml")
+    code = main(["deliberate", task, *(["--json"] if as_json else [])])
+    out, err = capsys.readouterr()
+    assert code == 2 and ran == []
+    assert SIGNING_KEY_ENV in err and not out
+    assert broken.splitlines()[1][8:] not in err
