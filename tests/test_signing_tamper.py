@@ -241,3 +241,28 @@ def test_deliberate_refuses_an_unusable_key_before_any_model_call(
     assert code == 2 and ran == []
     assert SIGNING_KEY_ENV in err and not out
     assert broken.splitlines()[1][8:] not in err
+
+
+@pytest.mark.parametrize("order", ["public first", "private first", "private only"])
+def test_a_public_key_file_holding_the_private_key_is_refused(
+    order: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--public-key`` given a file that holds the private key, even after the public
+    one (which a PEM reader would take): exit 2, the key never used nor shown."""
+    from dissensus.cli import main
+
+    target = str(tmp_path / "j.sqlite")
+    _sealed_run(target)
+    public, private = KEY.public_key.pem(), KEY.private_pem()
+    text = {
+        "public first": public + private,
+        "private first": private + public,
+        "private only": private,
+    }[order]
+    bundle = tmp_path / "key.pem"
+    bundle.write_text(text, encoding="utf-8")
+    code = main(["runs", "verify", "r", "--journal", target, "--public-key", str(bundle)])
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert "a public key is needed" in err and "signature:" not in out + err
+    assert private.splitlines()[1] not in out + err

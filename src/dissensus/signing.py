@@ -7,9 +7,10 @@ blank (``"$(cat missing.pem)"``) is a configuration error (exit 2, naming the va
 like a key that does not parse: never a silent fall-back to unsigned. Verifiers take the public key as a PEM
 file (``--public-key FILE``): a regular file of at most :data:`MAX_KEY_BYTES` (a PEM
 Ed25519 key is a few hundred bytes); a device, a named pipe or a larger file is one
-error line naming it (exit 2), read no further. A private key's PEM given there is
-refused the same way (``a public key is needed``): it would verify, but a verifier
-should never hold the private key.
+error line naming it (exit 2), read no further. A file holding a private key's PEM is
+refused the same way (``a public key is needed``), also when a public key's PEM comes
+first in it (a PEM reader takes the first block and would use the file): it would
+verify, but a verifier should never hold the private key.
 
 A signature is a small JSON object::
 
@@ -177,14 +178,14 @@ def load_public_key(path: str | Path) -> PublicKey:
         data = read_file_bytes(path, what="public key", max_bytes=MAX_KEY_BYTES)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
+    if b"PRIVATE KEY-----" in data:  # alone, or beside a public key the reader would take
+        raise InputError(
+            f"{path}: a private key; a public key is needed "
+            "(openssl pkey -in KEY.pem -pubout -out KEY.pub.pem)"
+        )
     try:
         key: Any = serialization.load_pem_public_key(data)
     except ValueError as exc:
-        if b"PRIVATE KEY-----" in data:
-            raise InputError(
-                f"{path}: a private key; a public key is needed "
-                "(openssl pkey -in KEY.pem -pubout -out KEY.pub.pem)"
-            ) from None
         raise InputError(f"{path}: not a PEM public key") from exc
     if not isinstance(key, Ed25519PublicKey):
         raise InputError(f"{path}: not an Ed25519 public key ({type(key).__name__})")
