@@ -266,3 +266,68 @@ def test_a_public_key_file_holding_the_private_key_is_refused(
     assert code == 2, out + err
     assert "a public key is needed" in err and "signature:" not in out + err
     assert private.splitlines()[1] not in out + err
+
+
+@seed(20261205)
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_any_single_character_change_of_a_sealed_run_fails_verify(
+    tmp_path_factory: pytest.TempPathFactory, data: Any
+) -> None:
+    """One character of one stored column of one event of a sealed run replaced in
+    place: ``runs verify`` fails, and with the key never answers ``signed``."""
+    target = str(tmp_path_factory.mktemp("run") / "j.sqlite")
+    events = _sealed_run(target)
+    seq = data.draw(st.integers(0, len(events) - 1))
+    column = data.draw(st.sampled_from(["key", "type", "at", "payload", "prev_hash", "hash"]))
+    ((text,),) = raw(target, f"SELECT {column} FROM events WHERE run_id = 'r' AND seq = ?", (seq,))
+    i = data.draw(st.integers(0, len(text) - 1))
+    c = data.draw(st.sampled_from(sorted(set(B64 + '"{}[],: .') - {text[i]})))
+    raw(
+        target,
+        f"UPDATE events SET {column} = ? WHERE run_id = 'r' AND seq = ?",
+        (text[:i] + c + text[i + 1 :], seq),
+    )
+    with Journal(target) as j:
+        report = j.verify("r", public_key=KEY.public_key)
+    assert not report.ok, (seq, column, i, c)
+    assert report.signature != "signed", (seq, column, i, c, report)
+
+
+def test_a_run_stopped_by_its_deadline_is_sealed_and_sealed_again_when_finished(
+    tmp_path: Path,
+) -> None:
+    """A deadline's stop ends an invocation of the run: the partial run is sealed (not
+    left ``unsigned``), and the resume that finishes it seals its end."""
+    import asyncio
+    from collections.abc import AsyncGenerator
+
+    from dissensus.pipeline.batch import DeadlineReached, execute_run, start_run
+    from dissensus.pipeline.executors import Outcome, RunContext
+
+    class Stalled:
+        async def outcomes(self, ctx: RunContext) -> AsyncGenerator[Outcome, None]:
+            await asyncio.sleep(30)
+            return
+            yield  # an async generator that hands nothing over before the deadline
+
+    def run(journal: Journal, **kw: Any) -> list[Any]:
+        async def go() -> list[Any]:
+            return [r async for r in execute_run(journal, "r", **kw)]
+
+        return asyncio.run(go())
+
+    panels = Path(__file__).resolve().parent.parent / "examples" / "llmbar-swap.jsonl"
+    text = "".join(panels.read_text(encoding="utf-8").splitlines(keepends=True)[:2])
+    with Journal(tmp_path / "j.sqlite", signer=KEY) as journal:
+        start_run(journal, None, {"reading": {"similarity": "tfidf"}}, text=text, run_id="r")
+        with pytest.raises(DeadlineReached):
+            run(journal, deadline_s=0.2, executor=Stalled())
+        types = [e.type for e in journal.events("r")]
+        assert types[-2:] == ["run.stopped", SEAL_TYPE], types
+        assert journal.verify("r", public_key=KEY.public_key).signature == "signed"
+        assert len(run(journal)) == 2
+        types = [e.type for e in journal.events("r")]
+        assert types[-2:] == ["run.finished", SEAL_TYPE], types
+        report = journal.verify("r", public_key=KEY.public_key)
+        assert report.ok and report.signature == "signed", report

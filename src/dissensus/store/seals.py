@@ -1,8 +1,9 @@
 """Seals: a signature over a run's chain, appended as the run's next event.
 
 When the journal has a signer (``DISSENSUS_SIGNING_KEY``, read by the command line),
-every ``run.finished``, ``case.resolved`` and ``review.reopened`` append is followed by a
-``run.sealed`` event whose payload signs ``{run, n_events, head}`` of the chain before it
+every ``run.finished``, ``run.stopped`` (a deadline's stop: the run is partial, and a
+resume seals it again at its end), ``case.resolved``, ``review.reopened`` and
+``review.confirmed`` append is followed by a ``run.sealed`` event whose payload signs ``{run, n_events, head}`` of the chain before it
 (:mod:`dissensus.signing`). An unkeyed chain cannot stop an editor who re-chains every
 hash; a seal can, for anyone holding the public key.
 
@@ -12,7 +13,7 @@ Choices this module makes:
   events have committed, so a crash between the two leaves an unsealed (not a broken)
   chain, which verification reports as ``unsigned``, until the run is next run with a
   signer (``runs resume``, or a decide replaying it): a finished run whose last event is
-  one a seal follows, with no seal after it, is sealed then (:meth:`Seals.seal` with
+  one a seal follows (:data:`SEAL_AFTER`), with no seal after it, is sealed then (:meth:`Seals.seal` with
   ``missing_only``). Only that: events of another type after the last seal (appended by
   hand, or by a writer without the key) are never signed after the fact.
 * **Never twice.** A run whose last event already is a seal is not sealed again.
@@ -39,8 +40,17 @@ __all__ = ["SEAL_AFTER", "SEAL_FIELDS", "SEAL_TYPE", "Seals", "SignatureStatus",
 SEAL_TYPE = ev.RUN_SEALED
 """Type of the event that signs the chain before it."""
 
-SEAL_AFTER = frozenset({ev.RUN_FINISHED, ev.CASE_RESOLVED, ev.REVIEW_REOPENED, ev.REVIEW_CONFIRMED})
-"""Event types after which a journal with a signer seals the run's head."""
+SEAL_AFTER = frozenset(
+    {
+        ev.RUN_FINISHED,
+        ev.RUN_STOPPED,
+        ev.CASE_RESOLVED,
+        ev.REVIEW_REOPENED,
+        ev.REVIEW_CONFIRMED,
+    }
+)
+"""Event types after which a journal with a signer seals the run's head: the end of a
+run's execution (finished, or stopped by its deadline) and each human answer."""
 
 SEAL_FIELDS = frozenset({"run", "n_events", "head", "signature"})
 """The fields of a seal's payload: its claim and the signature over it."""
