@@ -7,9 +7,10 @@ blank (``"$(cat missing.pem)"``) is a configuration error (exit 2, naming the va
 like a key that does not parse: never a silent fall-back to unsigned. Verifiers take the public key as a PEM
 file (``--public-key FILE``): a regular file of at most :data:`MAX_KEY_BYTES` (a PEM
 Ed25519 key is a few hundred bytes); a device, a named pipe or a larger file is one
-error line naming it (exit 2), read no further. A private key's PEM given there is
-refused the same way (``a public key is needed``): it would verify, but a verifier
-should never hold the private key.
+error line naming it (exit 2), read no further. A file holding a private key's PEM is
+refused the same way (``a public key is needed``), also when a public key's PEM comes
+first in it (a PEM reader takes the first block and would use the file): it would
+verify, but a verifier should never hold the private key.
 
 A signature is a small JSON object::
 
@@ -23,6 +24,16 @@ Checking gives one of three answers, kept distinct on purpose: ``signed`` (a sig
 that verifies with the given public key), ``unsigned`` (no signature at all), and
 ``invalid`` (a signature that does not verify: wrong key, or the document or signature
 was changed).
+
+Choices this module makes:
+
+* **One spelling of a signature.** A signature checks only when its object is exactly
+  what :meth:`Signer.sign_text` writes: ``alg``, ``key_id`` and ``value``, no other
+  field; ``key_id`` the checking key's; ``value`` the canonical base64 of 64 bytes.
+  Base64 decoders ignore the unused bits of the last character, so without that a
+  changed character of ``value`` could still verify; and a field added to the signature
+  or an edited ``key_id`` is a change of the signed document (or of a run's seal) that
+  the signature itself does not cover, so it is ``invalid``, never ``signed``.
 
 What a signature proves: the holder of the private key produced exactly this text (a
 run's head covers every event before it through the hash chain). What it does not
@@ -50,6 +61,8 @@ from dissensus.types import JsonObject
 
 __all__ = [
     "MAX_KEY_BYTES",
+    "SIGNATURE_BYTES",
+    "SIGNATURE_KEYS",
     "SIGNING_KEY_ENV",
     "PublicKey",
     "Signer",
@@ -165,30 +178,53 @@ def load_public_key(path: str | Path) -> PublicKey:
         data = read_file_bytes(path, what="public key", max_bytes=MAX_KEY_BYTES)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
+    if b"PRIVATE KEY-----" in data:  # alone, or beside a public key the reader would take
+        raise InputError(
+            f"{path}: a private key; a public key is needed "
+            "(openssl pkey -in KEY.pem -pubout -out KEY.pub.pem)"
+        )
     try:
         key: Any = serialization.load_pem_public_key(data)
     except ValueError as exc:
-        if b"PRIVATE KEY-----" in data:
-            raise InputError(
-                f"{path}: a private key; a public key is needed "
-                "(openssl pkey -in KEY.pem -pubout -out KEY.pub.pem)"
-            ) from None
         raise InputError(f"{path}: not a PEM public key") from exc
     if not isinstance(key, Ed25519PublicKey):
         raise InputError(f"{path}: not an Ed25519 public key ({type(key).__name__})")
     return PublicKey(key)
 
 
+SIGNATURE_KEYS = frozenset({"alg", "key_id", "value"})
+"""The fields of a signature object, no more and no fewer."""
+
+SIGNATURE_BYTES = 64
+"""Length of an Ed25519 signature."""
+
+
 def verify_text(
     text: str, signature: JsonObject, public_key: PublicKey
 ) -> Literal["valid", "invalid"]:
-    """Whether ``signature`` is ``public_key``'s signature of ``text``."""
-    if signature.get("alg") != "ed25519" or not isinstance(signature.get("value"), str):
+    """Whether ``signature`` is ``public_key``'s signature of ``text``, written exactly as
+    :meth:`Signer.sign_text` writes it: the fields ``alg``, ``key_id`` and ``value`` and
+    no other, ``key_id`` this key's, and ``value`` the standard base64 of 64 bytes in the
+    one spelling the encoder gives (module docstring)."""
+    value = signature.get("value")
+    if (
+        set(signature) != SIGNATURE_KEYS
+        or signature.get("alg") != "ed25519"
+        or signature.get("key_id") != public_key.key_id
+        or not isinstance(value, str)
+    ):
         return "invalid"
     try:
-        raw = base64.b64decode(signature["value"], validate=True)
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return "invalid"
+    # b64decode ignores the unused low bits of the last character: 16 spellings of one
+    # signature would verify, so an edited character of it would go unseen.
+    if len(raw) != SIGNATURE_BYTES or base64.b64encode(raw).decode("ascii") != value:
+        return "invalid"
+    try:
         public_key.key.verify(raw, text.encode("utf-8"))
-    except (InvalidSignature, binascii.Error, ValueError):
+    except InvalidSignature:
         return "invalid"
     return "valid"
 

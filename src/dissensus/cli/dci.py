@@ -20,6 +20,9 @@ Choices this module makes:
   ablations and ``--max-rounds`` given with a baseline method are a usage error (exit
   2, naming the flag and the method), never silently unused.
 
+* ``$DISSENSUS_SIGNING_KEY`` is read before the task is: a key set but empty or unusable
+  stops ``deliberate`` with exit 2 before any model call (as every other command that
+  signs), with or without ``--json``, never after a run whose cost is then lost.
 * ``judge`` checks ``--rejects`` (writable, not the input) and every judge's model spec
   before it reads a line.
 * Failed judge calls are one ``error:`` line on stderr (the first failure, and how many
@@ -173,6 +176,8 @@ def deliberate_cmd(
     from dissensus.signing import sign_document, signer_from_env
 
     check_input_path(task_file)
+    # Read before any model call: a key that cannot be used stops here, not after the run.
+    signer = signer_from_env()
     not_empty(model, "--model", "the model spec")
     chosen = model or os.environ.get(MODEL_ENV) or None
     if chosen is not None:
@@ -209,7 +214,6 @@ def deliberate_cmd(
     client = _client(model, method, max_calls, max_tokens)
     output = asyncio.run(_deliberate(method, task, client, config, deadline))
     if as_json:
-        signer = signer_from_env()
         if signer is None:
             write_stdout(json_shown(output.model_dump_json()) + "\n")
         else:  # $DISSENSUS_SIGNING_KEY: the decision packet carries a signature

@@ -9,7 +9,9 @@ Choices this module makes:
 * ``runs resume`` of a run another live process executes exits 2 at once, naming that
   process: its lease is looked at before the chain is verified or anything replayed.
 * ``runs resume`` of a finished run prints its journalled records (exit 3 when it had
-  rejected lines, as the run did) and appends nothing, whatever ``--deadline``.
+  rejected lines, as the run did) and appends nothing, whatever ``--deadline``, but,
+  with ``$DISSENSUS_SIGNING_KEY`` set, the seal a crash left missing after its last
+  ``run.finished`` or resolution (:mod:`dissensus.store.seals`).
 * ``runs resume`` interrupted names the resume command from its first moment: once it
   runs, here (:func:`said_resume_interrupted`); before (the command line being built,
   its options parsed), :func:`dissensus.cli.main`, in the same words.

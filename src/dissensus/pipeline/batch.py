@@ -54,7 +54,9 @@ Choices this module makes:
   when not zero).
 * **A finished run stays finished.** :func:`execute_run` replays a finished run from the
   journal (each line's ``case.record`` or ``input.rejected``): no lease, no executor, no
-  deadline, nothing appended. The records are read :data:`REPLAY_PART` at a time and
+  deadline, nothing appended but, with a signer, the seal a crash between the run's
+  last commit and its seal left missing (:meth:`~dissensus.store.seals.Seals.seal`
+  with ``missing_only``), so ``runs resume`` makes the seal its end lost. The records are read :data:`REPLAY_PART` at a time and
   handed out as they are read, in input order (next point), so a replay holds a part
   of the run, never all of it. Nothing of a run's execution ever follows its
   ``run.finished``: the loop looks again once it holds the run's lease (the holder it
@@ -572,6 +574,8 @@ async def execute_run(
             _release_on_the_way_out(journal, run_id, pid)  # given up: a deferred run leaves nothing
         raise
     if is_finished(journal, run_id):
+        # The seal its end lost (a crash between the two commits), made now with a signer.
+        journal.seal(run_id, missing_only=True)
         for record in _replay(journal, run_id, on_reject):
             yield record
         return
@@ -582,6 +586,7 @@ async def execute_run(
             # Finished by the process that held the run until this one took it.
             journal.release_run_lock(run_id, pid)
             released = True
+            journal.seal(run_id, missing_only=True)
             for record in _replay(journal, run_id, on_reject):
                 yield record
             return

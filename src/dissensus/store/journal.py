@@ -440,10 +440,11 @@ class Journal:
 
     # -- seals and verification -------------------------------------------------------
 
-    def seal(self, run_id: str) -> Event | None:
+    def seal(self, run_id: str, *, missing_only: bool = False) -> Event | None:
         """Sign the run's current head with the journal's signer (``None`` without one,
-        or when the last event already is a seal)."""
-        return self._seals.seal(run_id)
+        or when the last event already is a seal); ``missing_only``: only when the last
+        event is one a seal follows (its seal lost to a crash between the two commits)."""
+        return self._seals.seal(run_id, missing_only=missing_only)
 
     def verify(
         self,

@@ -1,8 +1,9 @@
 """Seals: a signature over a run's chain, appended as the run's next event.
 
 When the journal has a signer (``DISSENSUS_SIGNING_KEY``, read by the command line),
-every ``run.finished``, ``case.resolved`` and ``review.reopened`` append is followed by a
-``run.sealed`` event whose payload signs ``{run, n_events, head}`` of the chain before it
+every ``run.finished``, ``run.stopped`` (a deadline's stop: the run is partial, and a
+resume seals it again at its end), ``case.resolved``, ``review.reopened`` and
+``review.confirmed`` append is followed by a ``run.sealed`` event whose payload signs ``{run, n_events, head}`` of the chain before it
 (:mod:`dissensus.signing`). An unkeyed chain cannot stop an editor who re-chains every
 hash; a seal can, for anyone holding the public key.
 
@@ -10,7 +11,11 @@ Choices this module makes:
 
 * **After the commit.** The seal is appended in its own transaction once the sealed
   events have committed, so a crash between the two leaves an unsealed (not a broken)
-  chain, which verification reports as ``unsigned``.
+  chain, which verification reports as ``unsigned``, until the run is next run with a
+  signer (``runs resume``, or a decide replaying it): a finished run whose last event is
+  one a seal follows (:data:`SEAL_AFTER`), with no seal after it, is sealed then (:meth:`Seals.seal` with
+  ``missing_only``). Only that: events of another type after the last seal (appended by
+  hand, or by a writer without the key) are never signed after the fact.
 * **Never twice.** A run whose last event already is a seal is not sealed again.
 * **The key is the position**: a seal's key is ``seal/<n_events>``, so replaying a run
   never seals one head twice.
@@ -35,8 +40,17 @@ __all__ = ["SEAL_AFTER", "SEAL_FIELDS", "SEAL_TYPE", "Seals", "SignatureStatus",
 SEAL_TYPE = ev.RUN_SEALED
 """Type of the event that signs the chain before it."""
 
-SEAL_AFTER = frozenset({ev.RUN_FINISHED, ev.CASE_RESOLVED, ev.REVIEW_REOPENED, ev.REVIEW_CONFIRMED})
-"""Event types after which a journal with a signer seals the run's head."""
+SEAL_AFTER = frozenset(
+    {
+        ev.RUN_FINISHED,
+        ev.RUN_STOPPED,
+        ev.CASE_RESOLVED,
+        ev.REVIEW_REOPENED,
+        ev.REVIEW_CONFIRMED,
+    }
+)
+"""Event types after which a journal with a signer seals the run's head: the end of a
+run's execution (finished, or stopped by its deadline) and each human answer."""
 
 SEAL_FIELDS = frozenset({"run", "n_events", "head", "signature"})
 """The fields of a seal's payload: its claim and the signature over it."""
@@ -57,15 +71,18 @@ class Seals:
         self._tx = transactions
         self.signer = signer
 
-    def seal(self, run_id: str) -> Event | None:
+    def seal(self, run_id: str, *, missing_only: bool = False) -> Event | None:
         """Sign the run's current head (``None`` without a signer, or when the last event
-        already is a seal)."""
+        already is a seal). ``missing_only``: only when the last event is one a seal
+        follows (:data:`SEAL_AFTER`), i.e. the seal its append should have made is
+        missing."""
         signer = self.signer
         if signer is None:
             return None
         with self._tx.transaction(run_id):
             head = self._log.head(run_id)
-            if head.n_events and self._log.type_at(run_id, head.n_events - 1) == SEAL_TYPE:
+            last = self._log.type_at(run_id, head.n_events - 1) if head.n_events else None
+            if last == SEAL_TYPE or (missing_only and last not in SEAL_AFTER):
                 return None
             claim = {"run": run_id, "n_events": head.n_events, "head": head.head_hash}
             payload = {**claim, "signature": signer.sign_text(canonical(claim))}
