@@ -16,6 +16,13 @@ Choices this module makes:
   answer that does not follow the schema) rather than reading as 1.0 or 0.1.
 * Validation never repairs an act. :func:`check_act` returns the list of problems; the
   flow re-asks the participant with them and records a failure when the re-asks run out.
+  A problem quotes what the model wrote (an act name, a target, a score's key) short
+  (:func:`~dissensus.quoting.quote_short`, at most 8 ids listed), so a 1 MB target makes
+  a problem of a few dozen characters, in the re-ask and in the packet's ``failures``.
+* A text holding a lone surrogate (a model's JSON may write ``"\\ud800"``, which decodes
+  to a code point no UTF-8 text can carry) makes the act invalid, re-asked like any
+  other: accepted, it would make every later prompt unencodable (each later call of
+  every participant failing) and the packet impossible to build.
 
 >>> ACTS["challenge"].family
 <ActFamily.CRITICAL: 'critical'>
@@ -33,6 +40,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, model_validator
 
 from dissensus.errors import ConfigError
+from dissensus.quoting import quote_short
 from dissensus.types import JsonSchema
 
 __all__ = [
@@ -255,24 +263,30 @@ def check_act(
     """
     spec = ACTS.get(raw.act)
     if spec is None:
-        return [f"unknown act {raw.act!r}; use one of {', '.join(sorted(allowed))}"]
+        return [f"unknown act {quote_short(raw.act)}; use one of {', '.join(sorted(allowed))}"]
     problems: list[str] = []
     if raw.act not in allowed:
         problems.append(
-            f"act {raw.act!r} is not allowed in this stage; use one of {', '.join(sorted(allowed))}"
+            f"act {quote_short(raw.act)} is not allowed in this stage; use one of {', '.join(sorted(allowed))}"
         )
     parsed = parse_target(raw.target)
     if parsed is None:
-        problems.append(f"target {raw.target!r} is not an id like o1, t1 or a1")
+        problems.append(f"target {quote_short(raw.target)} is not an id like o1, t1 or a1")
     else:
         kind, ident = parsed
         if kind not in spec.targets:
             kinds = ", ".join(sorted(k.value for k in spec.targets))
             problems.append(f"act {raw.act!r} cannot target a {kind.value}; it targets: {kinds}")
         elif ident not in known_targets:
-            problems.append(f"target {ident!r} does not exist")
+            problems.append(f"target {quote_short(ident)} does not exist")
     if not raw.text.strip():
         problems.append("text must not be empty")
+    unencodable = _unencodable(raw)
+    if unencodable:
+        problems.append(
+            f"{unencodable} holds a lone surrogate (a \\ud800-\\udfff escape on its own), "
+            "which no UTF-8 text can carry"
+        )
     if spec.needs_option_text and not (raw.option or "").strip():
         problems.append(f"act {raw.act!r} must give the option text in 'option'")
     if raw.blocking and raw.act != "challenge":
@@ -284,6 +298,36 @@ def check_act(
     return problems
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone surrogate: a JSON escape (``"\\ud800"``) names one, no UTF-8 text can hold one."""
+
+
+def _unencodable(raw: RawAct) -> str | None:
+    """The first field of ``raw`` whose text holds a lone surrogate, if any."""
+    texts: list[tuple[str, str | None]] = [
+        ("act", raw.act),
+        ("target", raw.target),
+        ("text", raw.text),
+        ("option", raw.option),
+    ]
+    for name in ("evidence", "reopen_conditions", "next_actions"):
+        texts.extend((f"{name}.{i}", item) for i, item in enumerate(getattr(raw, name)))
+    texts.extend((f"scores key {i}", key) for i, key in enumerate(raw.scores or {}))
+    return next((name for name, value in texts if value and _SURROGATE.search(value)), None)
+
+
+_IDS_SHOWN = 8
+"""Most option ids a problem lists (the model writes the keys of its scores)."""
+
+
+def _ids(ids: list[str]) -> str:
+    """``ids`` for a problem: each quoted short if it is not an id, at most
+    :data:`_IDS_SHOWN` of them and how many more."""
+    shown = [i if parse_target(i) == (TargetKind.OPTION, i) else quote_short(i) for i in ids]
+    more = f" and {len(ids) - _IDS_SHOWN} more" if len(ids) > _IDS_SHOWN else ""
+    return ", ".join(shown[:_IDS_SHOWN]) + more
+
+
 def _check_scores(raw: RawAct, live_options: frozenset[str]) -> list[str]:
     problems: list[str] = []
     scores = raw.scores or {}
@@ -292,13 +336,13 @@ def _check_scores(raw: RawAct, live_options: frozenset[str]) -> list[str]:
     if missing:
         problems.append(f"scores missing for {', '.join(missing)}")
     if extra:
-        problems.append(f"scores given for options that are not live: {', '.join(extra)}")
+        problems.append(f"scores given for options that are not live: {_ids(extra)}")
     bad = sorted(k for k, v in scores.items() if not 0.0 <= v <= 1.0)
     if bad:
-        problems.append(f"scores must lie in [0, 1]: {', '.join(bad)}")
+        problems.append(f"scores must lie in [0, 1]: {_ids(bad)}")
     parsed = parse_target(raw.target)
     if parsed is not None and parsed[0] is TargetKind.OPTION and parsed[1] not in live_options:
-        problems.append(f"recommend must target a live option, not {parsed[1]!r}")
+        problems.append(f"recommend must target a live option, not {quote_short(parsed[1])}")
     return problems
 
 

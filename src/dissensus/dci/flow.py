@@ -53,9 +53,12 @@ any other exception (a ``TimeoutError`` of its own included: only the run's dead
 ``deadline_exceeded``) is a ``model_failure`` of that act, not re-asked, with the
 exception's type and text as the problem. ``KeyboardInterrupt``, ``SystemExit`` and
 cancellation are not participant failures: they propagate and the run is abandoned; so
-do a :class:`~dissensus.errors.ConfigError` (a setting of the run) and the journal's own
+do a :class:`~dissensus.errors.ConfigError` (a setting of the run), the journal's own
 errors (busy or unreachable under a model call, a key appended again, a journalled step
-that no longer reads), which stop the run as before, resumable. Any other of the
+that no longer reads) and the pipeline run's deadline (``PastDeadline``: the journalled
+client sends no attempt once it has passed), which stop the run as before, resumable:
+a follow-up cut off by its run's deadline is resumed, never recorded as a deliberation
+in which every participant failed. Any other of the
 library's :class:`~dissensus.errors.DissensusError` raised under a participant (an
 ``InputError`` of a library call its code made, a model client's error) is that
 participant's ``model_failure``, and the run ends with its packet; the model client's
@@ -141,6 +144,11 @@ _JOURNAL_FAULTS = frozenset(
 payload, a journalled step that no longer reads), named by class so that the core
 imports no journal: raised under a participant's model call, they are the run's."""
 
+_PAST_DEADLINE = "dissensus.pipeline.durable.PastDeadline"
+"""The pipeline run's deadline (the journalled client sends no attempt once it has
+passed), named so that the core imports no pipeline: raised under a participant's model
+call it is the run's, which stops partial and resumable."""
+
 _BUDGET_REFUSED = "dissensus.llm.base.BudgetExceeded"
 """The model client's refusal of a call over its budget (named, not imported: the core
 imports no model client)."""
@@ -152,9 +160,11 @@ def _names(exc: BaseException) -> set[str]:
 
 def _runs_own(exc: Exception) -> bool:
     """Whether an exception raised under a participant is the run's, not the
-    participant's: a :class:`ConfigError` (a setting of the run) or a journal fault.
+    participant's: a :class:`ConfigError` (a setting of the run), a journal fault or the
+    pipeline run's deadline.
     Any other, the library's other errors included, is the participant's failure."""
-    return isinstance(exc, ConfigError) or bool(_names(exc) & _JOURNAL_FAULTS)
+    names = _names(exc)
+    return isinstance(exc, ConfigError) or bool(names & _JOURNAL_FAULTS) or _PAST_DEADLINE in names
 
 
 def _as_failure(exc: Exception) -> ParticipantFailure:
