@@ -35,7 +35,12 @@ Choices this module makes:
   through its sync methods, because backends keep loop-bound connections.
 * **Deadlines.** ``timeout_s`` is the total wall-clock deadline of one attempt, passed
   to network backends, which cancel the request when it passes (a server that drips
-  one byte at a time cannot stretch it: see :class:`~dissensus.llm.OpenAIBackend`). The
+  one byte at a time cannot stretch it: see :class:`~dissensus.llm.OpenAIBackend`). A
+  backend that keeps no deadline of its own (an in-process one: a function, a
+  ``scripted:`` rule set, a wrapper of either) has its attempt cancelled by the client
+  :data:`ATTEMPT_GRACE_S` after ``timeout_s`` (kind ``timeout``, retryable); only a
+  handler that blocks the event loop itself (``time.sleep`` in a synchronous function)
+  cannot be cut off. The
   timed-out attempt counts (kind ``timeout``, retryable). Waiting for a concurrency slot
   or the request rate is not part of the attempt. A caller's deadline over the whole
   call (a run's ``--deadline``) is the caller's to keep: cancelling :meth:`chat` stops
@@ -101,6 +106,7 @@ from dissensus.llm.tracing import SpanAttributes, call_span
 from dissensus.types import JsonSchema, Usage, trusted
 
 __all__ = [
+    "ATTEMPT_GRACE_S",
     "NO_AGENT",
     "REASK_PROBLEM_CHARS",
     "ClientSettings",
@@ -115,6 +121,10 @@ T = TypeVar("T")
 
 NO_AGENT = "-"
 """Key of ``usage_by_agent`` for calls made without an agent."""
+
+ATTEMPT_GRACE_S = 1.0
+"""How long past ``timeout_s`` the client cancels an attempt its backend has not ended
+(a network backend ends it at ``timeout_s`` itself, with its own failure)."""
 
 _DOWNGRADE: dict[JsonMode, JsonMode | None] = {"schema": "object", "object": "none", "none": None}
 
@@ -533,6 +543,7 @@ class ModelClient:
             first = call.usage.attempts == 0
             result: BackendResponse | None = None
             failure: BackendError | None = None
+            scope: asyncio.Timeout | None = None
             sent = False
             try:
                 async with self._semaphore():
@@ -542,19 +553,30 @@ class ModelClient:
                     # call spent before this attempt.
                     notify_attempt(call.usage)
                     sent = True
-                    result = await self.backend.send(request, json_mode=mode)
+                    # The backend's own deadline ends the attempt first; this one ends an
+                    # attempt of a backend that keeps none (an in-process one).
+                    async with asyncio.timeout(self.settings.timeout_s + ATTEMPT_GRACE_S) as scope:
+                        result = await self.backend.send(request, json_mode=mode)
             except BackendError as exc:
                 failure = exc
             except LLMError:
                 raise  # typed and final (e.g. ReplayMiss)
             except Exception as exc:
-                # A backend bug must still surface as a typed failure, never a raw crash:
-                # named by its type, its text scrubbed of the key, nothing chained to it.
-                failure = BackendError(
-                    self._scrubbed(f"{type(exc).__name__}: {exc}"),
-                    kind="unexpected",
-                    retryable=False,
-                )
+                if isinstance(exc, TimeoutError) and scope is not None and scope.expired():
+                    failure = BackendError(
+                        f"no answer within {self.settings.timeout_s:g} s",
+                        kind="timeout",
+                        retryable=True,
+                    )
+                else:
+                    # A backend bug must still surface as a typed failure, never a raw
+                    # crash: named by its type, its text scrubbed of the key, nothing
+                    # chained to it.
+                    failure = BackendError(
+                        self._scrubbed(f"{type(exc).__name__}: {exc}"),
+                        kind="unexpected",
+                        retryable=False,
+                    )
             finally:
                 if not sent:  # cancelled while waiting, or refused by the hook: nothing
                     self.budget.release(reservation)  # was sent or spent
