@@ -43,8 +43,10 @@ def test_an_attempt_that_always_hangs_fails_as_a_timeout() -> None:
         return "never"
 
     settings = ClientSettings(timeout_s=0.1, max_retries=0)
-    with ModelClient(FunctionBackend(handler), settings=settings) as client:
-        with pytest.raises(ModelCallError) as info:
-            client.chat_sync(_request())
+    with (
+        ModelClient(FunctionBackend(handler), settings=settings) as client,
+        pytest.raises(ModelCallError) as info,
+    ):
+        client.chat_sync(_request())
     assert info.value.kind == "timeout"
     assert "no answer within 0.1 s" in str(info.value)
