@@ -9,7 +9,9 @@ Choices this module makes:
   in the queue, whether that item is open or resolved), each printed as it is read (a
   table holds one page). It reads one item more than the page to know whether another
   follows, and then says so with the command listing it: after the table, or on stderr
-  with ``--json``, whose standard output stays one entry a line.
+  with ``--json``, whose standard output stays one entry a line. ``--limit`` is at most
+  :data:`MAX_REVIEW_LIMIT` (a billion; exit 2 above): a larger number overflowed the
+  database's integers, a traceback on SQLite.
 * ``review show`` of a blind audit item stays blind: neither the committed answer nor the
   suggestion is printed.
 * Text from agents and reviewers is printed verbatim, never read as console markup.
@@ -62,6 +64,10 @@ app.add_typer(review_app, name="review")
 REVIEW_PAGE = 1000
 """``review list``'s default ``--limit``: the service's ``GET /v1/review`` page."""
 
+MAX_REVIEW_LIMIT = 1_000_000_000
+"""The largest ``review list --limit``: more than any journal holds, and a number every
+journal's database takes (a larger one overflowed SQLite's and PostgreSQL's integers)."""
+
 
 @review_app.command("list")
 def review_list(
@@ -74,6 +80,7 @@ def review_list(
         typer.Option(
             "--limit",
             min=1,
+            max=MAX_REVIEW_LIMIT,
             help=f"At most this many items (default {REVIEW_PAGE:,}, as GET /v1/review).",
         ),
     ] = REVIEW_PAGE,
