@@ -14,6 +14,14 @@ Choices this module makes:
   database's integers, a traceback on SQLite.
 * ``review show`` of a blind audit item stays blind: neither the committed answer nor the
   suggestion is printed.
+* ``review show`` of a review item prints its ``content_sha256`` (a field with ``--json``,
+  as ``GET /v1/review/{id}`` answers it) and names it in the ``review resolve`` command
+  it suggests: ``review resolve --content-sha256 HASH`` is refused (exit 1, nothing
+  journalled) when the case is no longer the content that hash names, so a resolution
+  made from the command line is bound to what the reviewer saw, as one made through the
+  service. The hash is 64 hex digits (upper case read as the same hash, as the service
+  reads it); anything else is exit 2 naming the option. Without the option, a resolve
+  binds nothing, as a library call without ``content_sha256``.
 * Text from agents and reviewers is printed verbatim, never read as console markup.
 * ``review claim`` holds an open case for ``--ttl`` seconds (900 by default, as the
   service's claims), as ``--reviewer``: the page, the API and other CLIs then leave it to
@@ -31,6 +39,7 @@ Choices this module makes:
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from typing import TYPE_CHECKING, Annotated
@@ -50,6 +59,7 @@ from dissensus.cli.common import (
     shown,
 )
 from dissensus.errors import InputError
+from dissensus.quoting import quote_short
 
 if TYPE_CHECKING:
     pass
@@ -216,6 +226,7 @@ def review_show(
         assert st is not None
         data = st.item.model_dump(mode="json")
         data["resolution"] = st.resolution.model_dump() if st.resolution else None
+        data["content_sha256"] = st.content_sha256
         data["verified"] = verified
         print_json(data)
         raise typer.Exit(code=EXIT_OK)
@@ -240,6 +251,7 @@ def review_show(
             soft_wrap=True,
         )
         say(f"why escalated: {shown(item.reason)}", soft_wrap=True)
+        say(f"content sha256: {st.content_sha256}", soft_wrap=True)
     case = CaseSpec.from_panel(item.panel)
     question = asked_question(item.panel.get("meta"))
     if question:
@@ -337,7 +349,7 @@ def review_show(
         if st.resolution is None:
             say(
                 f"resolve: dissensus review resolve {shown(item.review_id)}{on} --decision X "
-                "--note TEXT",
+                f"--note TEXT --content-sha256 {st.content_sha256}",
                 soft_wrap=True,
             )
         elif _within(st.resolved_at, UNDO_WITHIN_S):
@@ -444,21 +456,37 @@ def review_resolve(
             "--reviewer", help="Who decided; default $DISSENSUS_REVIEWER, else the login name."
         ),
     ] = None,
+    content_sha256: Annotated[
+        str | None,
+        typer.Option(
+            "--content-sha256",
+            help="The content hash `review show` printed: refused if the case changed since.",
+        ),
+    ] = None,
     journal: JournalOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Record a human decision; the case resumes with it as its final record.
 
-    Refused while another reviewer holds a live claim on the case (as in the service).
+    Refused while another reviewer holds a live claim on the case (as in the service),
+    and with --content-sha256, when the case's content is not the one that hash names.
     """
     from dissensus.pipeline.review import find_item, resolve, reviewer_name
 
     if not note.strip():
         raise InputError("--note must not be empty: say why the decision was taken")
+    quoted_sha = _content_hash(content_sha256) if content_sha256 is not None else None
     who = reviewer_name(reviewer)
     with opened_journal(journal) as store:
         options = find_item(store, review_id).item.shown_options()
-        record = resolve(store, review_id, decision=decision, note=note, reviewer=who)
+        record = resolve(
+            store,
+            review_id,
+            decision=decision,
+            note=note,
+            reviewer=who,
+            content_sha256=quoted_sha,
+        )
     if options and decision.strip() not in options:
         err_console.print(
             f"note: {quoted(decision)} is none of the case's options ({', '.join(shown(o) for o in options)}); "
@@ -473,6 +501,21 @@ def review_resolve(
             soft_wrap=True,
         )
     raise typer.Exit(code=EXIT_OK)
+
+
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def _content_hash(value: str) -> str:
+    """``--content-sha256`` in the form the journal keeps (lower-case hex): 64 hex digits,
+    upper case read as the same hash, as the service reads it; anything else is an
+    :class:`InputError` naming the option."""
+    if _HEX64.fullmatch(value.strip()) is None:
+        raise InputError(
+            f"--content-sha256 must be a sha256: 64 hex digits, as `review show` prints it "
+            f"(got {quote_short(value)}, {len(value)} characters)"
+        )
+    return value.strip().lower()
 
 
 @review_app.command("undo")

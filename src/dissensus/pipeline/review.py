@@ -48,8 +48,10 @@ Choices this module makes:
   it is given the item or its journalled payload in either form
   (:func:`~dissensus.pipeline.review_form.whole_form`): a client can check it against the
   item it was shown, and a hash quoted before review items were journalled with each
-  reasoning once still holds. A resolve may quote it (the service requires it); a hash
-  that does not match is :class:`StaleContent` and nothing is written.
+  reasoning once still holds. A resolve may quote it (the service requires it,
+  ``review resolve --content-sha256`` takes it); a hash that does not match, compared
+  in lower case (upper-case hex digits are the same hash), is :class:`StaleContent`
+  and nothing is written.
 * **Claims** (:func:`claim`) say who is working on an item until when; they are not part
   of the hash chain. A resolve by someone other than the holder of an unexpired claim is
   refused (:class:`~dissensus.store.errors.ClaimConflict`). A library call without a
@@ -690,7 +692,7 @@ def resolve(
             raise AlreadyResolved(
                 review_id, reviewer=previous.reviewer, at=done.at, decision=previous.decision
             )
-        if content_sha256 is not None and content_sha256 != status.content_sha256:
+        if content_sha256 is not None and content_sha256.lower() != status.content_sha256:
             raise StaleContent(review_id, quoted=content_sha256, current=status.content_sha256)
         refuse_others_claim(journal, review_id, reviewer, f"review item {review_id}")
         stored = journal.get(run_id, f"case/{line}/record")
