@@ -30,6 +30,11 @@ Choices this module makes:
   ``--release`` too: only the holder gives a claim up), a resolved case exit 1 naming
   who resolved it. ``--release`` with no claim of the reviewer's on the case says so
   (``no claim of NAME to release on ID``; ``"released": false`` with ``--json``), exit 0.
+* ``review claim`` of a blind audit item claims the audit, as the service's audit claim
+  does (:func:`dissensus.pipeline.confirm.claim_audit`): ``review confirm`` by anyone
+  else is refused until it expires or is released, and a case audited already is exit
+  1 naming who audited it. Before, the command refused every audit item, so an auditor
+  on the command line could not hold one that ``review confirm`` honours claims on.
 * ``review show`` prints the question a reviewer is shown
   (:func:`dissensus.cases.asked_question`: ``meta.question`` and its kin, else a chat
   panel's last ``user`` message) and, when the panel records several messages (a system
@@ -408,13 +413,25 @@ def review_claim(
 ) -> None:
     """Hold an open case while you work on it: the review page, the API and other CLIs
     leave it to you until the claim expires, you resolve it, or you --release it."""
-    from dissensus.pipeline.review import ClaimConflict, claim, find_item, reviewer_name
+    from dissensus.pipeline.audit import audit_item
+    from dissensus.pipeline.confirm import claim_audit
+    from dissensus.pipeline.review import (
+        ClaimConflict,
+        claim,
+        find_item,
+        reviewer_name,
+        split_ref,
+    )
 
     who = reviewer_name(reviewer)
     released = False
+    run_id, line = split_ref(review_id)
     with opened_journal(journal) as store:
+        # A blind audit is claimed as the service claims it: until it is answered.
+        blind = audit_item(store, run_id, line) is not None
         if release:
-            find_item(store, review_id)  # an unknown id is named, as for a claim
+            if not blind:
+                find_item(store, review_id)  # an unknown id is named, as for a claim
             live = store.current_claim(review_id)
             if live is not None and live.who != who:
                 # Only the holder gives a claim up; it stays until it expires.
@@ -426,6 +443,8 @@ def review_claim(
                 )
             released = store.release_claim(review_id, who)
             held = None
+        elif blind:
+            held = claim_audit(store, review_id, who, ttl=ttl)
         else:
             held = claim(store, review_id, who, ttl=ttl)
     if json_out:
