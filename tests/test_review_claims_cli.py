@@ -14,12 +14,15 @@ from cli_helpers import run_cli
 from dissensus.errors import InputError
 from dissensus.pipeline import decide, policy_from_dict
 from dissensus.pipeline.review import REVIEWER_ENV, claim, find_item, reviewer_name
+from dissensus.quoting import INVISIBLE
 from dissensus.store import Journal
 from pipeline_cases import as_panel, panel
 
 POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
-NAMES = st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc", "Cf"]), max_size=12)
-"""Names a reviewer may have (no control or format characters)."""
+NAMES = st.text(
+    st.characters(codec="utf-8", exclude_categories=["Cs", "Cc", "Cf"]), max_size=12
+).filter(lambda s: INVISIBLE.search(s) is None)
+"""Names a reviewer may have (no control, format or other invisible characters)."""
 
 
 @given(given_name=st.none() | NAMES, env=st.none() | NAMES, login=NAMES)

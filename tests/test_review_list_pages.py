@@ -97,3 +97,19 @@ async def test_service_review_list_pages_with_after_and_a_link(tmp_path: Path) -
         assert "link" not in second.headers
         unknown = await client.get("/v1/review?after=nope.1", headers=auth("rev"))
         assert unknown.status_code == 404 and unknown.json()["field"] == "after"
+
+
+@pytest.mark.parametrize("limit", ["1000000001", "9223372036854775807", "99999999999999999999999"])
+def test_review_list_limit_beyond_any_database_integer_is_refused(
+    journal_target: str, tmp_path: Path, limit: str
+) -> None:
+    # Before, a --limit past SQLite's integers was a traceback (OverflowError), and past
+    # PostgreSQL's bigint an error naming the database's type.
+    _journal_with_items(journal_target, tmp_path, 2)
+    res = cli("review", "list", "--journal", journal_target, "--limit", limit)
+    assert res.code == 2, (res.code, res.out, res.err)
+    assert "Traceback" not in res.err and "--limit" in res.err
+    assert "1000000000" in res.err.replace(",", "")
+    top = cli("review", "list", "--journal", journal_target, "--json", "--limit", "1000000000")
+    assert top.code == 0, top.err
+    assert len(top.out.splitlines()) == 2

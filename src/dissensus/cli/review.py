@@ -9,9 +9,19 @@ Choices this module makes:
   in the queue, whether that item is open or resolved), each printed as it is read (a
   table holds one page). It reads one item more than the page to know whether another
   follows, and then says so with the command listing it: after the table, or on stderr
-  with ``--json``, whose standard output stays one entry a line.
+  with ``--json``, whose standard output stays one entry a line. ``--limit`` is at most
+  :data:`MAX_REVIEW_LIMIT` (a billion; exit 2 above): a larger number overflowed the
+  database's integers, a traceback on SQLite.
 * ``review show`` of a blind audit item stays blind: neither the committed answer nor the
   suggestion is printed.
+* ``review show`` of a review item prints its ``content_sha256`` (a field with ``--json``,
+  as ``GET /v1/review/{id}`` answers it) and names it in the ``review resolve`` command
+  it suggests: ``review resolve --content-sha256 HASH`` is refused (exit 1, nothing
+  journalled) when the case is no longer the content that hash names, so a resolution
+  made from the command line is bound to what the reviewer saw, as one made through the
+  service. The hash is 64 hex digits (upper case read as the same hash, as the service
+  reads it); anything else is exit 2 naming the option. Without the option, a resolve
+  binds nothing, as a library call without ``content_sha256``.
 * Text from agents and reviewers is printed verbatim, never read as console markup.
 * ``review claim`` holds an open case for ``--ttl`` seconds (900 by default, as the
   service's claims), as ``--reviewer``: the page, the API and other CLIs then leave it to
@@ -20,6 +30,11 @@ Choices this module makes:
   ``--release`` too: only the holder gives a claim up), a resolved case exit 1 naming
   who resolved it. ``--release`` with no claim of the reviewer's on the case says so
   (``no claim of NAME to release on ID``; ``"released": false`` with ``--json``), exit 0.
+* ``review claim`` of a blind audit item claims the audit, as the service's audit claim
+  does (:func:`dissensus.pipeline.confirm.claim_audit`): ``review confirm`` by anyone
+  else is refused until it expires or is released, and a case audited already is exit
+  1 naming who audited it. Before, the command refused every audit item, so an auditor
+  on the command line could not hold one that ``review confirm`` honours claims on.
 * ``review show`` prints the question a reviewer is shown
   (:func:`dissensus.cases.asked_question`: ``meta.question`` and its kin, else a chat
   panel's last ``user`` message) and, when the panel records several messages (a system
@@ -29,6 +44,7 @@ Choices this module makes:
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from typing import TYPE_CHECKING, Annotated
@@ -48,6 +64,7 @@ from dissensus.cli.common import (
     shown,
 )
 from dissensus.errors import InputError
+from dissensus.quoting import quote_short
 
 if TYPE_CHECKING:
     pass
@@ -62,6 +79,10 @@ app.add_typer(review_app, name="review")
 REVIEW_PAGE = 1000
 """``review list``'s default ``--limit``: the service's ``GET /v1/review`` page."""
 
+MAX_REVIEW_LIMIT = 1_000_000_000
+"""The largest ``review list --limit``: more than any journal holds, and a number every
+journal's database takes (a larger one overflowed SQLite's and PostgreSQL's integers)."""
+
 
 @review_app.command("list")
 def review_list(
@@ -74,6 +95,7 @@ def review_list(
         typer.Option(
             "--limit",
             min=1,
+            max=MAX_REVIEW_LIMIT,
             help=f"At most this many items (default {REVIEW_PAGE:,}, as GET /v1/review).",
         ),
     ] = REVIEW_PAGE,
@@ -209,6 +231,7 @@ def review_show(
         assert st is not None
         data = st.item.model_dump(mode="json")
         data["resolution"] = st.resolution.model_dump() if st.resolution else None
+        data["content_sha256"] = st.content_sha256
         data["verified"] = verified
         print_json(data)
         raise typer.Exit(code=EXIT_OK)
@@ -233,6 +256,7 @@ def review_show(
             soft_wrap=True,
         )
         say(f"why escalated: {shown(item.reason)}", soft_wrap=True)
+        say(f"content sha256: {st.content_sha256}", soft_wrap=True)
     case = CaseSpec.from_panel(item.panel)
     question = asked_question(item.panel.get("meta"))
     if question:
@@ -330,7 +354,7 @@ def review_show(
         if st.resolution is None:
             say(
                 f"resolve: dissensus review resolve {shown(item.review_id)}{on} --decision X "
-                "--note TEXT",
+                f"--note TEXT --content-sha256 {st.content_sha256}",
                 soft_wrap=True,
             )
         elif _within(st.resolved_at, UNDO_WITHIN_S):
@@ -389,13 +413,25 @@ def review_claim(
 ) -> None:
     """Hold an open case while you work on it: the review page, the API and other CLIs
     leave it to you until the claim expires, you resolve it, or you --release it."""
-    from dissensus.pipeline.review import ClaimConflict, claim, find_item, reviewer_name
+    from dissensus.pipeline.audit import audit_item
+    from dissensus.pipeline.confirm import claim_audit
+    from dissensus.pipeline.review import (
+        ClaimConflict,
+        claim,
+        find_item,
+        reviewer_name,
+        split_ref,
+    )
 
     who = reviewer_name(reviewer)
     released = False
+    run_id, line = split_ref(review_id)
     with opened_journal(journal) as store:
+        # A blind audit is claimed as the service claims it: until it is answered.
+        blind = audit_item(store, run_id, line) is not None
         if release:
-            find_item(store, review_id)  # an unknown id is named, as for a claim
+            if not blind:
+                find_item(store, review_id)  # an unknown id is named, as for a claim
             live = store.current_claim(review_id)
             if live is not None and live.who != who:
                 # Only the holder gives a claim up; it stays until it expires.
@@ -407,6 +443,8 @@ def review_claim(
                 )
             released = store.release_claim(review_id, who)
             held = None
+        elif blind:
+            held = claim_audit(store, review_id, who, ttl=ttl)
         else:
             held = claim(store, review_id, who, ttl=ttl)
     if json_out:
@@ -437,21 +475,37 @@ def review_resolve(
             "--reviewer", help="Who decided; default $DISSENSUS_REVIEWER, else the login name."
         ),
     ] = None,
+    content_sha256: Annotated[
+        str | None,
+        typer.Option(
+            "--content-sha256",
+            help="The content hash `review show` printed: refused if the case changed since.",
+        ),
+    ] = None,
     journal: JournalOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Record a human decision; the case resumes with it as its final record.
 
-    Refused while another reviewer holds a live claim on the case (as in the service).
+    Refused while another reviewer holds a live claim on the case (as in the service),
+    and with --content-sha256, when the case's content is not the one that hash names.
     """
     from dissensus.pipeline.review import find_item, resolve, reviewer_name
 
     if not note.strip():
         raise InputError("--note must not be empty: say why the decision was taken")
+    quoted_sha = _content_hash(content_sha256) if content_sha256 is not None else None
     who = reviewer_name(reviewer)
     with opened_journal(journal) as store:
         options = find_item(store, review_id).item.shown_options()
-        record = resolve(store, review_id, decision=decision, note=note, reviewer=who)
+        record = resolve(
+            store,
+            review_id,
+            decision=decision,
+            note=note,
+            reviewer=who,
+            content_sha256=quoted_sha,
+        )
     if options and decision.strip() not in options:
         err_console.print(
             f"note: {quoted(decision)} is none of the case's options ({', '.join(shown(o) for o in options)}); "
@@ -466,6 +520,21 @@ def review_resolve(
             soft_wrap=True,
         )
     raise typer.Exit(code=EXIT_OK)
+
+
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def _content_hash(value: str) -> str:
+    """``--content-sha256`` in the form the journal keeps (lower-case hex): 64 hex digits,
+    upper case read as the same hash, as the service reads it; anything else is an
+    :class:`InputError` naming the option."""
+    if _HEX64.fullmatch(value.strip()) is None:
+        raise InputError(
+            f"--content-sha256 must be a sha256: 64 hex digits, as `review show` prints it "
+            f"(got {quote_short(value)}, {len(value)} characters)"
+        )
+    return value.strip().lower()
 
 
 @review_app.command("undo")

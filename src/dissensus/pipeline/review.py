@@ -48,8 +48,15 @@ Choices this module makes:
   it is given the item or its journalled payload in either form
   (:func:`~dissensus.pipeline.review_form.whole_form`): a client can check it against the
   item it was shown, and a hash quoted before review items were journalled with each
-  reasoning once still holds. A resolve may quote it (the service requires it); a hash
-  that does not match is :class:`StaleContent` and nothing is written.
+  reasoning once still holds. A resolve may quote it (the service requires it,
+  ``review resolve --content-sha256`` takes it); a hash that does not match, compared
+  in lower case (upper-case hex digits are the same hash), is :class:`StaleContent`
+  and nothing is written.
+* **Reviewer names** (:func:`reviewer_name_problem`) hold no character of
+  :data:`~dissensus.quoting.INVISIBLE`: not only controls and format characters but
+  every default-ignorable character and the line and paragraph separators.
+  ``alice`` + U+3164 (a Hangul filler) or ``al`` + U+034F + ``ice`` looked like
+  ``alice`` and claimed and resolved cases as someone else than ``alice``.
 * **Claims** (:func:`claim`) say who is working on an item until when; they are not part
   of the hash chain. A resolve by someone other than the holder of an unexpired claim is
   refused (:class:`~dissensus.store.errors.ClaimConflict`). A library call without a
@@ -92,7 +99,7 @@ from dissensus.io.limits import MAX_FIELD_CHARS
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
 from dissensus.pipeline.review_form import whole_form
 from dissensus.pipeline.run_events import ReviewResolved
-from dissensus.quoting import quote_short
+from dissensus.quoting import INVISIBLE, quote_short
 from dissensus.store import event_types as ev
 from dissensus.store.canonical import canonical, sha256_text
 from dissensus.store.claims import Claim
@@ -245,9 +252,12 @@ def _refuse_lone_surrogate(text: str, where: str) -> None:
 
 def reviewer_name_problem(name: str, where: str) -> str | None:
     """Why ``name`` (named ``where`` in the text) cannot be a reviewer's, or None: a lone
-    surrogate, more than :data:`MAX_REVIEWER_CHARS` characters, or a control or format
-    character (an escape sequence; a zero-width space that makes ``al\u200bice`` look
-    like ``alice``). The one test of every place a reviewer is named: ``--reviewer``,
+    surrogate, more than :data:`MAX_REVIEWER_CHARS` characters, or a character that
+    shows as nothing or does what a reader cannot see (:data:`~dissensus.quoting.INVISIBLE`:
+    a control or format character, such as an escape sequence or a zero-width space that
+    makes ``al\u200bice`` look like ``alice``; any other default-ignorable one, such as
+    a Hangul filler or a combining grapheme joiner; a line or paragraph separator).
+    The one test of every place a reviewer is named: ``--reviewer``,
     ``$DISSENSUS_REVIEWER``, a resolution, and the service's token names."""
     surrogate = _lone_surrogate(name, where)
     if surrogate is not None:
@@ -257,7 +267,7 @@ def reviewer_name_problem(name: str, where: str) -> str | None:
             f"{where} is {len(name)} characters long; a reviewer name holds at most "
             f"{MAX_REVIEWER_CHARS}"
         )
-    if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in name):
+    if INVISIBLE.search(name) or any(unicodedata.category(ch) in ("Cc", "Cf") for ch in name):
         return f"{where} may not hold control or invisible characters (got {quote_short(name)})"
     return None
 
@@ -690,7 +700,7 @@ def resolve(
             raise AlreadyResolved(
                 review_id, reviewer=previous.reviewer, at=done.at, decision=previous.decision
             )
-        if content_sha256 is not None and content_sha256 != status.content_sha256:
+        if content_sha256 is not None and content_sha256.lower() != status.content_sha256:
             raise StaleContent(review_id, quoted=content_sha256, current=status.content_sha256)
         refuse_others_claim(journal, review_id, reviewer, f"review item {review_id}")
         stored = journal.get(run_id, f"case/{line}/record")

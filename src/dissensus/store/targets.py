@@ -33,6 +33,10 @@ A journal *target* is an SQLite file path (``":memory:"`` for a throw-away one) 
   resolve a case) names the journal with ``--journal`` (:func:`journal_option`) unless
   it is the one the bare command would open (``$DISSENSUS_JOURNAL``, else
   :data:`DEFAULT_JOURNAL`): copied as shown, it acts on the journal the message is about.
+* **The busy timeout** (``$DISSENSUS_JOURNAL_BUSY_TIMEOUT``, :func:`busy_timeout`) is
+  a number of seconds from 0 to :data:`MAX_BUSY_TIMEOUT`, anything else exit 2 naming
+  the variable: a larger one passed the check and made every PostgreSQL write fail
+  with the server's ``invalid value for parameter "lock_timeout"``.
 * **Run ids** are limited to what is safe in file names, URLs, shells and review ids
   (:data:`RUN_ID_PATTERN`): a run is created only under such an id. A lookup of an id
   no journal can hold (one holding a NUL, which PostgreSQL's text cannot even be asked
@@ -91,6 +95,10 @@ DEFAULT_JOURNAL = "dissensus-journal.sqlite"
 
 BUSY_TIMEOUT_ENV = "DISSENSUS_JOURNAL_BUSY_TIMEOUT"
 """Seconds a writer waits for another writer's lock before :class:`JournalBusy` (default 30)."""
+
+MAX_BUSY_TIMEOUT = 2_147_483.0
+"""The longest ``$DISSENSUS_JOURNAL_BUSY_TIMEOUT`` (about 24.8 days): PostgreSQL's
+``lock_timeout`` holds at most 2,147,483,647 milliseconds."""
 
 
 def journal_path(option: str | None = None) -> str:
@@ -325,8 +333,9 @@ def busy_timeout(value: float | None = None) -> float:
         seconds = float(raw)
     except ValueError:
         seconds = -1.0
-    if not (0 <= seconds < float("inf")):
+    if not (0 <= seconds <= MAX_BUSY_TIMEOUT):
         raise ConfigError(
-            f"{BUSY_TIMEOUT_ENV} must be a finite number of seconds >= 0, got {raw!r}"
+            f"{BUSY_TIMEOUT_ENV} must be a number of seconds from 0 to "
+            f"{MAX_BUSY_TIMEOUT:,.0f}, got {raw!r}"
         )
     return seconds
