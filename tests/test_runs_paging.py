@@ -177,3 +177,11 @@ def test_the_mcp_tool_lists_a_page(tmp_path: Path) -> None:
     assert [r["run_id"] for r in first.structured_content["result"]] == ["a", "b"]
     assert [r["run_id"] for r in rest.structured_content["result"]] == ["c"]
     assert bad.is_error and "limit" in str(bad.content)
+
+
+def test_a_runs_list_limit_past_a_billion_names_the_option(tmp_path: Path) -> None:
+    """A limit too large for the databases' integers failed as 'datatype mismatch'."""
+    from cli_helpers import cli
+
+    result = cli("runs", "list", "--journal", tmp_path / "j.sqlite", "--limit", "9" * 23)
+    assert result.code == 2 and "--limit" in result.err and "Traceback" not in result.err

@@ -65,6 +65,7 @@ from dissensus.cli.decide import (
     said_interrupted,
 )
 from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal, warn_if_altered
+from dissensus.cli.review import MAX_REVIEW_LIMIT as MAX_LIST_LIMIT
 
 runs_app = typer.Typer(
     help="Runs in the journal: list, inspect, export, verify, resume.", no_args_is_help=True
@@ -78,7 +79,12 @@ def runs_list(
     json_out: JsonOpt = False,
     limit: Annotated[
         int | None,
-        typer.Option("--limit", min=1, help="At most this many runs (default: all of them)."),
+        typer.Option(
+            "--limit",
+            min=1,
+            max=MAX_LIST_LIMIT,
+            help="At most this many runs (default: all of them).",
+        ),
     ] = None,
     after: Annotated[
         str | None,
