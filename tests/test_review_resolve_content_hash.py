@@ -106,3 +106,19 @@ def test_library_resolve_still_refuses_other_content(tmp_path: Path) -> None:
         with pytest.raises(StaleContent):
             resolve(store, rid, decision="1", note="n", reviewer="ann", content_sha256="F" * 64)
         assert find_item(store, rid).resolution is None
+
+
+def test_show_of_a_resolved_case_says_who_resolved_it_and_why(tmp_path: Path) -> None:
+    """``review show`` of a resolved case printed only its decision: not who resolved
+    it, nor the note they left, which the review page shows."""
+    journal = str(tmp_path / "j.sqlite")
+    rid = _one_item(journal, tmp_path)
+    done = cli(
+        "review", "resolve", rid, "--journal", journal, "--decision", "2",
+        "--note", "[red]source 3[/red] outranks the others", "--reviewer", "ann",
+    )  # fmt: skip
+    assert done.code == 0, done.err
+    text = cli("review", "show", rid, "--journal", journal).out
+    assert "status: resolved: 2" in text
+    assert "resolved by: ann" in text
+    assert "note: [red]source 3[/red] outranks the others" in text  # verbatim, not markup

@@ -255,6 +255,10 @@ def review_show(
             f"status: {'resolved: ' + shown(st.resolution.decision) if st.resolution else 'open'}",
             soft_wrap=True,
         )
+        if st.resolution is not None:  # who resolved it and why, as the page shows
+            by = st.resolution.reviewer
+            say(f"resolved by: {shown(by) if by else '(not recorded)'}", soft_wrap=True)
+            say(f"note: {_excerpt(st.resolution.note, 400)}", soft_wrap=True)
         say(f"why escalated: {shown(item.reason)}", soft_wrap=True)
         say(f"content sha256: {st.content_sha256}", soft_wrap=True)
     case = CaseSpec.from_panel(item.panel)
