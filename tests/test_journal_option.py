@@ -31,10 +31,57 @@ def test_a_url_is_named_without_its_password(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.delenv("DISSENSUS_JOURNAL", raising=False)
     shown = journal_option("postgresql://ann:s3cret@db.example/j")
     assert "s3cret" not in shown
-    assert shlex.split(shown) == ["--journal", "postgresql://ann:***@db.example/j"]
+    # Left out, not masked: pasted as shown, libpq takes it from $PGPASSWORD or
+    # ~/.pgpass, where a masked "***" would be sent as the password.
+    assert shlex.split(shown) == ["--journal", "postgresql://ann@db.example/j"]
     # The same server named by the environment with its password: nothing to add.
     monkeypatch.setenv("DISSENSUS_JOURNAL", "postgresql://ann:s3cret@db.example/j")
     assert journal_option("postgresql://ann:***@db.example/j") == ""
+
+
+_PART = st.text(alphabet="abcxyz019-_.~%:@!$", min_size=1, max_size=8)
+
+
+@given(
+    user=st.sampled_from(["ann", "a.b", ""]),
+    password=_PART,
+    host=st.sampled_from(["db.example", "127.0.0.1", "[::1]"]),
+    port=st.sampled_from(["", ":5432"]),
+    params=st.lists(
+        st.sampled_from(["sslmode=require", "connect_timeout=3", "application_name=x"]),
+        max_size=2,
+    ),
+    secret=st.sampled_from([None, "password", "sslpassword", "pass%77ord"]),
+    secret_at=st.integers(0, 2),
+)
+def test_a_command_names_the_same_server_without_any_password(
+    user: str,
+    password: str,
+    host: str,
+    port: str,
+    params: list[str],
+    secret: str | None,
+    secret_at: int,
+) -> None:
+    """What libpq reads from the URL in a command is what it reads from the journal's
+    URL, without the password (user-info or query parameter)."""
+    from urllib.parse import quote, urlsplit
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    from dissensus.store.targets import command_url
+
+    query = list(params)
+    if secret is not None:
+        query.insert(min(secret_at, len(query)), f"{secret}=hidden")
+    url = f"postgresql://{user}:{quote(password, safe='')}@{host}{port}/j"
+    url += ("?" + "&".join(query)) if query else ""
+    shown = command_url(url)
+    assert urlsplit(shown).password is None
+    assert "hidden" not in shown
+    given_ = conninfo_to_dict(url)
+    expected = {k: v for k, v in given_.items() if k not in ("password", "sslpassword")}
+    assert conninfo_to_dict(shown) == expected
 
 
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1))

@@ -33,6 +33,9 @@ A journal *target* is an SQLite file path (``":memory:"`` for a throw-away one) 
   resolve a case) names the journal with ``--journal`` (:func:`journal_option`) unless
   it is the one the bare command would open (``$DISSENSUS_JOURNAL``, else
   :data:`DEFAULT_JOURNAL`): copied as shown, it acts on the journal the message is about.
+  A URL's password is *left out* there, not masked (:func:`command_url`): libpq then
+  takes it from ``$PGPASSWORD`` or ``~/.pgpass``, or says that none was given, where a
+  masked ``***`` pasted as it is would be sent as the password and refused as a wrong one.
 * **The busy timeout** (``$DISSENSUS_JOURNAL_BUSY_TIMEOUT``, :func:`busy_timeout`) is
   a number of seconds from 0 to :data:`MAX_BUSY_TIMEOUT`, anything else exit 2 naming
   the variable: a larger one passed the check and made every PostgreSQL write fail
@@ -67,6 +70,7 @@ __all__ = [
     "check_journal_target",
     "check_postgres_url",
     "check_run_id",
+    "command_url",
     "is_postgres_url",
     "is_run_id",
     "journal_option",
@@ -124,10 +128,37 @@ def journal_path(option: str | None = None) -> str:
 def journal_option(target: str | Path) -> str:
     """`` --journal TARGET`` (shell-quoted, a URL masked) for a command shown to the user
     about journal ``target``; empty when a command without ``--journal`` opens it anyway."""
-    name = mask_url(target)
-    if name == mask_url(journal_path(None)):
+    if mask_url(target) == mask_url(journal_path(None)):
         return ""
-    return " --journal " + shlex.quote(name)
+    return " --journal " + shlex.quote(command_url(target))
+
+
+def command_url(target: str | Path) -> str:
+    """``target`` as a command shown to the user names it: a URL without its password
+    (neither the user-info's nor a ``password`` / ``sslpassword`` query parameter), so
+    that libpq, given the command, takes the password from ``$PGPASSWORD`` or
+    ``~/.pgpass``. A path comes back unchanged; a URL that cannot be parsed, masked
+    (:func:`mask_url`)."""
+    text = str(target)
+    if "://" not in text:
+        return text
+    try:
+        parts = urlsplit(text)
+        password = parts.password
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return mask_url(target)
+    query = "&".join(
+        p for p in parts.query.split("&") if p and not _secret_key(p.partition("=")[0])
+    )
+    if password is None:
+        return urlunsplit(parts._replace(query=query))
+    if ":" in host:
+        host = f"[{host}]"
+    if port is not None:
+        host += f":{port}"
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}@{host}", query=query))
 
 
 _LIBPQ_KEYWORDS = frozenset(
