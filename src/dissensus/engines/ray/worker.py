@@ -29,7 +29,7 @@ from dissensus.engines.ray.messages import (
     _Stopped,
     _WorkItem,
 )
-from dissensus.io.jsonl import Reject, parse_line
+from dissensus.io.jsonl import Reject, blank_line, parse_line
 from dissensus.llm.budget import Budget
 from dissensus.types import JsonObject, Panel
 
@@ -175,7 +175,7 @@ class _Decider:
         parsed = (
             (parse_line(Panel, text, file=item["name"], line=number), number)
             for number, text in block_lines(block)
-            if text.strip()
+            if not blank_line(text, number)
         )
         cases: list[_CaseResult] = []
         charges: list[_Charge] = []
