@@ -166,7 +166,9 @@ Choices this module makes:
   thousands of fresh, acyclic containers that live until the loop journals them, and
   the default thresholds had the collector walk them again and again.
 * **Cluster.** Without ``--ray-address`` a local Ray instance is started with
-  ``--workers`` CPUs (default: all), no dashboard; with an address the driver joins that
+  ``--workers`` CPUs (default: all; more than this machine's is refused before Ray
+  starts, naming ``workers``: it started a worker process per CPU claimed), no
+  dashboard; an empty address is refused (naming ``ray_address``), not taken for none; with an address the driver joins that
   cluster, whose workers must see the input file at the same path and have
   ``dissensus`` installed. Each worker takes one CPU: ``--workers`` above the cluster's
   CPUs (all of its nodes', busy or not) is refused once joined, a setting to fix (exit

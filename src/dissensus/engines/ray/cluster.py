@@ -2,7 +2,10 @@
 :class:`~dissensus.errors.ConfigError` naming the ``ray`` extra when it is missing), a
 cluster joined or a local instance started (:func:`ensure_ray`: the cluster address
 probed first, the program's SIGTERM handler kept, ``--workers`` checked against the
-cluster's CPUs), and the static similarity table distilled before any worker starts."""
+cluster's CPUs, or this machine's before a local instance is started), and the static
+similarity table distilled before any worker starts. :class:`RayOptions` refuses what
+the command line refuses (workers or lines a block below 1, an empty address) where it
+is made, so a library caller gets the same one-line error."""
 
 from __future__ import annotations
 
@@ -33,6 +36,42 @@ class RayOptions:
     lines_per_block: int = LINES_PER_BLOCK
     """Input lines per block."""
 
+    def __post_init__(self) -> None:
+        # Checked where the options are made, so a library caller's mistake is named as
+        # the command line's is, before Ray starts (0 workers read as "all CPUs", a
+        # negative count reached ray.init, 0 lines a block planned nothing or failed).
+        workers, lines = self.workers, self.lines_per_block
+        if workers is not None and (type(workers) is not int or workers < 1):
+            raise ConfigError(f"--workers must be at least 1, got {workers!r}", field="workers")
+        if type(lines) is not int or lines < 1:
+            raise ConfigError(
+                f"lines_per_block must be at least 1, got {lines!r}", field="lines_per_block"
+            )
+        if self.address is not None:
+            _check_address(self.address)
+
+
+def _check_address(address: str) -> None:
+    """Refuse an empty (or blank) cluster address: an unset variable in
+    ``--ray-address "$RAY_ADDRESS"`` would otherwise start a local instance instead of
+    joining the cluster meant."""
+    if not address.strip():
+        raise ConfigError(
+            "--ray-address is empty: name the cluster to join (HOST:PORT, auto or "
+            "ray://HOST:PORT), or leave the option out to start a local Ray instance",
+            field="ray_address",
+        )
+
+
+def _local_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the system has one)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - no affinity on this system
+        return os.cpu_count() or 1
+
 
 def _ray() -> Any:
     try:
@@ -60,6 +99,17 @@ def ensure_ray(options: RayOptions) -> int:
             kwargs["address"] = options.address
         else:
             if options.workers:
+                here = _local_cpus()
+                if options.workers > here:
+                    # A local instance would claim that many CPUs and start a process
+                    # per worker on the cores there are (a typo of 500 for 50 started
+                    # 500 workers): refused as above a cluster's CPUs.
+                    raise ConfigError(
+                        f"--workers {options.workers} is more than the {here} CPU(s) of "
+                        f"this machine (a local Ray instance; each worker takes one): use "
+                        f"--workers {here} or fewer, or --ray-address to join a cluster",
+                        field="workers",
+                    )
                 kwargs["num_cpus"] = options.workers
         if options.address:
             _probe(options.address)
