@@ -125,3 +125,33 @@ def test_ray_route_skips_a_blank_first_line_after_a_byte_order_mark(tmp_path: Pa
     result = pickle.loads(raw)
     assert result["rejects"] == []
     assert len(result["lines"]) == 5
+
+
+def test_a_block_refused_past_its_share_says_so_and_names_the_runs_limit(
+    tmp_path: Path, in_process: None
+) -> None:
+    """Ten panels making two calls each (20 in all) then fifty without a call, under
+    ``max_calls: 60`` on 2 workers: the first block's share is 15, so 5 of its calls are
+    refused though the run's budget has room (documented); the reason says it is the
+    block's share of the run's ``max_calls 60``, not as if the run allowed 15."""
+    from dissensus.pipeline import load_policy
+    from pipeline_cases import crash_script, panel, write_jsonl, write_policy
+
+    rows: list[Any] = [panel(f"live-{i}", ["1", "1", "1"]) for i in range(10)]
+    path = write_jsonl(tmp_path / "in.jsonl", [*rows, *["{bad"] * 50])
+    extra = {"guard": {"enabled": False}, "budget": {"max_calls": 60}}
+    policy = write_policy(tmp_path / "policy.yaml", extra)
+    model = f"scripted:{crash_script(tmp_path / 'model.yaml')}"
+    with Journal(tmp_path / "j.sqlite") as journal:
+        start_run(journal, str(path), load_policy(str(policy))[0], run_id="K", model=model)
+        options = RayOptions(workers=2, lines_per_block=10)
+        records = asyncio.run(
+            _collect(
+                execute_run(journal, "K", on_reject=lambda r: None, executor=RayExecutor(options))
+            )
+        )
+    refused = [r["reason"] for r in records if "budget exhausted" in r["reason"]]
+    assert refused, "the first block's share no longer binds: rebuild the scenario"
+    for reason in refused:
+        assert "all 15 attempts allowed are spent or in flight" in reason
+        assert "this Ray block's share of the run's max_calls 60" in reason

@@ -122,8 +122,12 @@ Choices this module makes:
   spent, which can be most of the budget left at the time (a graceful stop only what
   was spent and in flight, above); when the budget
   binds, a Ray run's records may differ from a local run's (which calls are refused
-  depends on how the blocks shared the budget, as with the per-worker shares before);
-  with an ample budget they are the same. A policy without call and token limits
+  depends on how the blocks shared the budget, as with the per-worker shares before),
+  and it binds for a block needing more than its share even while the run's budget has
+  room: that refusal names the block's share and the run's limit
+  (:class:`~dissensus.engines.ray.worker._BlockBudget`), so "all 15 attempts allowed"
+  under ``max_calls: 60`` does not read as a wrong limit; with a budget whose share
+  covers the block needing most (workers x 2 x its calls) they are the same. A policy without call and token limits
   (``max_calls`` and ``max_tokens`` null) reserves nothing, and its journal is a local
   run's shape.
 * **Failures.** Worker processes are Ray actors restarted on death
