@@ -89,3 +89,32 @@ def test_check_engine_refuses_an_empty_address() -> None:
         check_engine("ray", address="")
     assert caught.value.field == "ray_address"
     assert check_engine("RAY", workers=1) == "ray"
+
+
+def test_sigterm_while_ray_starts_is_an_interrupt_not_rays_exit_15(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ray.init`` installs a SIGTERM handler of its own (``sys.exit(15)``) as it starts;
+    a SIGTERM landing before it returns ended ``decide`` with exit 15 and not a word.
+    It is the command line's interrupt now: exit 130, one line, no run created."""
+    import signal
+    import sys
+
+    ray = pytest.importorskip("ray")
+
+    def init(*args: Any, **kwargs: Any) -> None:
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))  # as Ray's
+        signal.raise_signal(signal.SIGTERM)  # lands while Ray starts
+        raise AssertionError("the signal did not land")
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        code, err = _decide(tmp_path, capsys, "--engine", "ray", "--workers", "1")
+        assert signal.getsignal(signal.SIGTERM) is before  # the command line's, put back
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert code == 130, err
+    assert "interrupted" in err and "Traceback" not in err

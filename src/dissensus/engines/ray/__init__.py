@@ -187,6 +187,10 @@ Choices this module makes:
   exit 15 and Ray's crash report on stderr); a handler the program had (the command
   line's, which makes SIGTERM an interrupt: exit 130 naming the resume command) is put
   back after it (:func:`ensure_ray`); where SIGTERM had its default action, Ray's stays.
+  A SIGTERM landing while ``ray.init`` itself runs (Ray's handler already in place, the
+  program's not yet back) is turned into the interrupt the program's handler would have
+  made of it, what Ray started meanwhile stopped: ``decide`` then ends with exit 130 and
+  no run created, not with Ray's silent exit 15.
 * ``lines_per_block`` defaults to 512: big enough that Ray's per-task cost (a few
   milliseconds) is small against the block's work, small enough that two workers stay
   busy on a few thousand panels.

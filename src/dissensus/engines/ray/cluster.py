@@ -1,7 +1,8 @@
 """Ray itself for the driver: the engine's options, Ray imported only when used (a
 :class:`~dissensus.errors.ConfigError` naming the ``ray`` extra when it is missing), a
 cluster joined or a local instance started (:func:`ensure_ray`: the cluster address
-probed first, the program's SIGTERM handler kept, ``--workers`` checked against the
+probed first, the program's SIGTERM handler kept (also while ``ray.init`` runs: a
+SIGTERM then is an interrupt, not Ray's exit 15), ``--workers`` checked against the
 cluster's CPUs, or this machine's before a local instance is started), and the static
 similarity table distilled before any worker starts. :class:`RayOptions` refuses what
 the command line refuses (workers or lines a block below 1, an empty address) where it
@@ -116,6 +117,14 @@ def ensure_ray(options: RayOptions) -> int:
         own = _own_sigterm()
         try:
             ray.init(**kwargs)
+        except SystemExit as exc:
+            # Ray's SIGTERM handler, in place from the start of ray.init, exits the process
+            # (``sys.exit(15)``: exit 15, no word said) when SIGTERM lands while Ray starts;
+            # where the program made SIGTERM an interrupt, it is one here too.
+            if own is None or exc.code != signal.SIGTERM:
+                raise
+            _shutdown(ray)
+            raise KeyboardInterrupt(signal.SIGTERM.name) from None
         except (ConnectionError, ValueError) as exc:
             # No cluster at that address, or an address this installation cannot use
             # (``ray://`` without Ray's client): a setting to fix, named as such.
@@ -146,6 +155,14 @@ def ensure_ray(options: RayOptions) -> int:
             )
         return options.workers
     return max(1, cpus)
+
+
+def _shutdown(ray: Any) -> None:
+    """Stop what an interrupted ``ray.init`` started (nothing, if it started nothing)."""
+    try:
+        ray.shutdown()
+    except Exception:  # pragma: no cover - Ray half started: its own exit hook stops it
+        return
 
 
 def _messages_to_stderr() -> None:
