@@ -118,3 +118,29 @@ def test_sigterm_while_ray_starts_is_an_interrupt_not_rays_exit_15(
         signal.signal(signal.SIGTERM, before)
     assert code == 130, err
     assert "interrupted" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("workers", [[], ["--workers", "1"]])
+def test_a_cluster_named_by_ray_address_variable_is_checked_as_the_option_is(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    no_ray: None,
+    workers: list[str],
+) -> None:
+    """Ray joins the cluster ``$RAY_ADDRESS`` names when ``ray.init`` gets no address:
+    with nothing there the command retried it for minutes (without ``--workers``) or
+    ended in a raw ``ValueError`` traceback (with it, ``num_cpus`` given to a cluster
+    joined). It is probed and named as ``--ray-address`` is: exit 2, no run created."""
+    import socket
+
+    with socket.socket() as free:  # a loopback port where nothing listens
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    code, err = _decide(tmp_path, capsys, "--engine", "ray", *workers)
+    assert code == 2, err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, err
+    assert "field 'ray_address'" in errors[0] and "($RAY_ADDRESS)" in errors[0]
+    assert f"127.0.0.1:{port}" in errors[0] and "Traceback" not in err

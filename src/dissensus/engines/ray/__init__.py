@@ -169,7 +169,8 @@ Choices this module makes:
   (:data:`_RUN_GC_THRESHOLD`, restored after): the decoded blocks are hundreds of
   thousands of fresh, acyclic containers that live until the loop journals them, and
   the default thresholds had the collector walk them again and again.
-* **Cluster.** Without ``--ray-address`` a local Ray instance is started with
+* **Cluster.** Without ``--ray-address`` (nor ``$RAY_ADDRESS``, which Ray joins when
+  given no address: probed and named as the option is) a local Ray instance is started with
   ``--workers`` CPUs (default: all; more than this machine's is refused before Ray
   starts, naming ``workers``: it started a worker process per CPU claimed), no
   dashboard; an empty address is refused (naming ``ray_address``), not taken for none; with an address the driver joins that

@@ -1,7 +1,7 @@
 """Ray itself for the driver: the engine's options, Ray imported only when used (a
 :class:`~dissensus.errors.ConfigError` naming the ``ray`` extra when it is missing), a
-cluster joined or a local instance started (:func:`ensure_ray`: the cluster address
-probed first, the program's SIGTERM handler kept (also while ``ray.init`` runs: a
+cluster joined or a local instance started (:func:`ensure_ray`: the cluster address,
+``--ray-address`` or else ``$RAY_ADDRESS`` as Ray reads it, probed first, the program's SIGTERM handler kept (also while ``ray.init`` runs: a
 SIGTERM then is an interrupt, not Ray's exit 15), ``--workers`` checked against the
 cluster's CPUs, or this machine's before a local instance is started), and the static
 similarity table distilled before any worker starts. :class:`RayOptions` refuses what
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import signal
 import threading
 from dataclasses import dataclass
@@ -66,8 +67,6 @@ def _check_address(address: str) -> None:
 
 def _local_cpus() -> int:
     """The CPUs this process may run on (its affinity where the system has one)."""
-    import os
-
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - no affinity on this system
@@ -86,6 +85,13 @@ def ensure_ray(options: RayOptions) -> int:
     """Connect to (or start) Ray, the program's SIGTERM handler kept; the number of
     workers to use."""
     ray = _ray()
+    # Ray itself joins the cluster $RAY_ADDRESS names when ray.init is given no address
+    # (``ray job submit`` sets it for its drivers): the same address, checked and named
+    # as --ray-address is (unchecked it was retried for minutes, or a raw ValueError when
+    # --workers asked ray.init for CPUs of a cluster it joined).
+    address, option = options.address, "--ray-address"
+    if not address and (from_env := os.environ.get(_ADDRESS_ENV, "").strip()):
+        address, option = from_env, f"${_ADDRESS_ENV}"
     if not ray.is_initialized():
         # Keyword arguments of ray.init, passed through as they are.
         kwargs: dict[str, Any] = {
@@ -96,8 +102,8 @@ def ensure_ray(options: RayOptions) -> int:
             # back to the driver with the block it failed (Ray's exception).
             "logging_level": logging.ERROR,
         }
-        if options.address:
-            kwargs["address"] = options.address
+        if address:
+            kwargs["address"] = address
         else:
             if options.workers:
                 here = _local_cpus()
@@ -112,8 +118,8 @@ def ensure_ray(options: RayOptions) -> int:
                         field="workers",
                     )
                 kwargs["num_cpus"] = options.workers
-        if options.address:
-            _probe(options.address)
+        if address:
+            _probe(address, option)
         own = _own_sigterm()
         try:
             ray.init(**kwargs)
@@ -128,10 +134,10 @@ def ensure_ray(options: RayOptions) -> int:
         except (ConnectionError, ValueError) as exc:
             # No cluster at that address, or an address this installation cannot use
             # (``ray://`` without Ray's client): a setting to fix, named as such.
-            if not options.address:
+            if not address:
                 raise
             raise ConfigError(
-                f"cannot join the Ray cluster at {options.address!r}: {exc}",
+                f"cannot join the Ray cluster at {address!r} ({option}): {exc}",
                 field="ray_address",
             ) from None
         finally:
@@ -147,7 +153,7 @@ def ensure_ray(options: RayOptions) -> int:
         if options.workers > cpus:
             # Each worker takes a CPU: one beyond the cluster's would never be scheduled,
             # and the run would wait for it for ever.
-            where = f"the Ray cluster at {options.address!r}" if options.address else "Ray"
+            where = f"the Ray cluster at {address!r}" if address else "Ray"
             raise ConfigError(
                 f"--workers {options.workers} is more than the {cpus} CPU(s) of {where} "
                 f"(each worker takes one): use --workers {max(1, cpus)} or fewer",
@@ -187,12 +193,16 @@ def _messages_to_stderr() -> None:
     ray_worker.print_to_stdstream = to_stderr
 
 
+_ADDRESS_ENV = "RAY_ADDRESS"
+"""The variable Ray reads a cluster's address from when ``ray.init`` is given none."""
+
+
 _PROBE_S = 5.0
 """Seconds the driver waits for a ``HOST:PORT`` cluster address to accept a connection
 before it calls the cluster unreachable (:func:`_probe`)."""
 
 
-def _probe(address: str) -> None:
+def _probe(address: str, option: str = "--ray-address") -> None:
     """Refuse a ``HOST:PORT`` cluster ``address`` where nothing accepts a connection
     (:class:`~dissensus.errors.ConfigError` naming ``ray_address``): ``ray.init`` would
     retry it for minutes before it gives up. ``auto``, ``local`` and ``ray://`` (or any
@@ -211,7 +221,7 @@ def _probe(address: str) -> None:
     except OSError as exc:
         reason = exc.strerror or str(exc) or type(exc).__name__
     raise ConfigError(
-        f"cannot join the Ray cluster at {address!r} (--ray-address): nothing accepts a "
+        f"cannot join the Ray cluster at {address!r} ({option}): nothing accepts a "
         f"connection at {host}:{port} ({reason})",
         field="ray_address",
     )
