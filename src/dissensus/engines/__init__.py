@@ -10,7 +10,8 @@ journal in the driver. Both produce the same records, in input order, and the sa
 rejects; a run started on one engine can be resumed on the other.
 
 Choices: engines are chosen by name (``--engine local|ray``); an unknown name is a
-:class:`~dissensus.errors.ConfigError` on field ``engine``; the Ray engine is imported
+:class:`~dissensus.errors.ConfigError` on field ``engine``, an empty ``--ray-address`` one
+on ``ray_address`` (not read as no address, which starts a local instance); the Ray engine is imported
 only when chosen, so the core never needs ``ray``.
 """
 
@@ -33,6 +34,12 @@ def check_engine(name: str, *, workers: int | None = None, address: str | None =
         raise ConfigError("--workers and --ray-address need '--engine ray'", field="engine")
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}", field="workers")
+    if address is not None and not address.strip():
+        raise ConfigError(
+            "--ray-address is empty: name the cluster to join (HOST:PORT, auto or "
+            "ray://HOST:PORT), or leave the option out to start a local Ray instance",
+            field="ray_address",
+        )
     if key == "ray":
         from dissensus.engines.ray.fault import check_fault
 

@@ -12,6 +12,11 @@ Choices:
   a ``\\r\\n`` pair is never split.
 * Bytes are decoded as UTF-8 with ``surrogateescape`` (like :func:`dissensus.io.jsonl.open_text`):
   an undecodable line is rejected on its own by the parser.
+* A block's lines are all its lines, blank ones included; what reads them (a decide or
+  route worker, a resumed run counting a block complete) skips a line exactly when a
+  local run does (:func:`~dissensus.io.jsonl.blank_line`: white space only, or a byte
+  order mark and white space on the first line), so a file saved with a BOM before a
+  blank first line gives no reject on Ray that a local run does not give.
 * Standard input (``-``) has no byte ranges to hand out: its lines (split by the
   caller, as the local path splits them) travel inside the block itself.
 * Planning only counts (no bytes are kept from one read to the next) and a worker

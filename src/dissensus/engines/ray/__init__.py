@@ -122,8 +122,12 @@ Choices this module makes:
   spent, which can be most of the budget left at the time (a graceful stop only what
   was spent and in flight, above); when the budget
   binds, a Ray run's records may differ from a local run's (which calls are refused
-  depends on how the blocks shared the budget, as with the per-worker shares before);
-  with an ample budget they are the same. A policy without call and token limits
+  depends on how the blocks shared the budget, as with the per-worker shares before),
+  and it binds for a block needing more than its share even while the run's budget has
+  room: that refusal names the block's share and the run's limit
+  (:class:`~dissensus.engines.ray.worker._BlockBudget`), so "all 15 attempts allowed"
+  under ``max_calls: 60`` does not read as a wrong limit; with a budget whose share
+  covers the block needing most (workers x 2 x its calls) they are the same. A policy without call and token limits
   (``max_calls`` and ``max_tokens`` null) reserves nothing, and its journal is a local
   run's shape.
 * **Failures.** Worker processes are Ray actors restarted on death
@@ -165,8 +169,11 @@ Choices this module makes:
   (:data:`_RUN_GC_THRESHOLD`, restored after): the decoded blocks are hundreds of
   thousands of fresh, acyclic containers that live until the loop journals them, and
   the default thresholds had the collector walk them again and again.
-* **Cluster.** Without ``--ray-address`` a local Ray instance is started with
-  ``--workers`` CPUs (default: all), no dashboard; with an address the driver joins that
+* **Cluster.** Without ``--ray-address`` (nor ``$RAY_ADDRESS``, which Ray joins when
+  given no address: probed and named as the option is) a local Ray instance is started with
+  ``--workers`` CPUs (default: all; more than this machine's is refused before Ray
+  starts, naming ``workers``: it started a worker process per CPU claimed), no
+  dashboard; an empty address is refused (naming ``ray_address``), not taken for none; with an address the driver joins that
   cluster, whose workers must see the input file at the same path and have
   ``dissensus`` installed. Each worker takes one CPU: ``--workers`` above the cluster's
   CPUs (all of its nodes', busy or not) is refused once joined, a setting to fix (exit
@@ -181,6 +188,10 @@ Choices this module makes:
   exit 15 and Ray's crash report on stderr); a handler the program had (the command
   line's, which makes SIGTERM an interrupt: exit 130 naming the resume command) is put
   back after it (:func:`ensure_ray`); where SIGTERM had its default action, Ray's stays.
+  A SIGTERM landing while ``ray.init`` itself runs (Ray's handler already in place, the
+  program's not yet back) is turned into the interrupt the program's handler would have
+  made of it, what Ray started meanwhile stopped: ``decide`` then ends with exit 130 and
+  no run created, not with Ray's silent exit 15.
 * ``lines_per_block`` defaults to 512: big enough that Ray's per-task cost (a few
   milliseconds) is small against the block's work, small enough that two workers stay
   busy on a few thousand panels.

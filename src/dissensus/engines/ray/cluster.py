@@ -1,13 +1,18 @@
 """Ray itself for the driver: the engine's options, Ray imported only when used (a
 :class:`~dissensus.errors.ConfigError` naming the ``ray`` extra when it is missing), a
-cluster joined or a local instance started (:func:`ensure_ray`: the cluster address
-probed first, the program's SIGTERM handler kept, ``--workers`` checked against the
-cluster's CPUs), and the static similarity table distilled before any worker starts."""
+cluster joined or a local instance started (:func:`ensure_ray`: the cluster address,
+``--ray-address`` or else ``$RAY_ADDRESS`` as Ray reads it, probed first, the program's SIGTERM handler kept (also while ``ray.init`` runs: a
+SIGTERM then is an interrupt, not Ray's exit 15), ``--workers`` checked against the
+cluster's CPUs, or this machine's before a local instance is started), and the static
+similarity table distilled before any worker starts. :class:`RayOptions` refuses what
+the command line refuses (workers or lines a block below 1, an empty address) where it
+is made, so a library caller gets the same one-line error."""
 
 from __future__ import annotations
 
 import gc
 import logging
+import os
 import signal
 import threading
 from dataclasses import dataclass
@@ -33,6 +38,40 @@ class RayOptions:
     lines_per_block: int = LINES_PER_BLOCK
     """Input lines per block."""
 
+    def __post_init__(self) -> None:
+        # Checked where the options are made, so a library caller's mistake is named as
+        # the command line's is, before Ray starts (0 workers read as "all CPUs", a
+        # negative count reached ray.init, 0 lines a block planned nothing or failed).
+        workers, lines = self.workers, self.lines_per_block
+        if workers is not None and (type(workers) is not int or workers < 1):
+            raise ConfigError(f"--workers must be at least 1, got {workers!r}", field="workers")
+        if type(lines) is not int or lines < 1:
+            raise ConfigError(
+                f"lines_per_block must be at least 1, got {lines!r}", field="lines_per_block"
+            )
+        if self.address is not None:
+            _check_address(self.address)
+
+
+def _check_address(address: str) -> None:
+    """Refuse an empty (or blank) cluster address: an unset variable in
+    ``--ray-address "$RAY_ADDRESS"`` would otherwise start a local instance instead of
+    joining the cluster meant."""
+    if not address.strip():
+        raise ConfigError(
+            "--ray-address is empty: name the cluster to join (HOST:PORT, auto or "
+            "ray://HOST:PORT), or leave the option out to start a local Ray instance",
+            field="ray_address",
+        )
+
+
+def _local_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the system has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - no affinity on this system
+        return os.cpu_count() or 1
+
 
 def _ray() -> Any:
     try:
@@ -46,6 +85,13 @@ def ensure_ray(options: RayOptions) -> int:
     """Connect to (or start) Ray, the program's SIGTERM handler kept; the number of
     workers to use."""
     ray = _ray()
+    # Ray itself joins the cluster $RAY_ADDRESS names when ray.init is given no address
+    # (``ray job submit`` sets it for its drivers): the same address, checked and named
+    # as --ray-address is (unchecked it was retried for minutes, or a raw ValueError when
+    # --workers asked ray.init for CPUs of a cluster it joined).
+    address, option = options.address, "--ray-address"
+    if not address and (from_env := os.environ.get(_ADDRESS_ENV, "").strip()):
+        address, option = from_env, f"${_ADDRESS_ENV}"
     if not ray.is_initialized():
         # Keyword arguments of ray.init, passed through as they are.
         kwargs: dict[str, Any] = {
@@ -56,23 +102,42 @@ def ensure_ray(options: RayOptions) -> int:
             # back to the driver with the block it failed (Ray's exception).
             "logging_level": logging.ERROR,
         }
-        if options.address:
-            kwargs["address"] = options.address
+        if address:
+            kwargs["address"] = address
         else:
             if options.workers:
+                here = _local_cpus()
+                if options.workers > here:
+                    # A local instance would claim that many CPUs and start a process
+                    # per worker on the cores there are (a typo of 500 for 50 started
+                    # 500 workers): refused as above a cluster's CPUs.
+                    raise ConfigError(
+                        f"--workers {options.workers} is more than the {here} CPU(s) of "
+                        f"this machine (a local Ray instance; each worker takes one): use "
+                        f"--workers {here} or fewer, or --ray-address to join a cluster",
+                        field="workers",
+                    )
                 kwargs["num_cpus"] = options.workers
-        if options.address:
-            _probe(options.address)
+        if address:
+            _probe(address, option)
         own = _own_sigterm()
         try:
             ray.init(**kwargs)
+        except SystemExit as exc:
+            # Ray's SIGTERM handler, in place from the start of ray.init, exits the process
+            # (``sys.exit(15)``: exit 15, no word said) when SIGTERM lands while Ray starts;
+            # where the program made SIGTERM an interrupt, it is one here too.
+            if own is None or exc.code != signal.SIGTERM:
+                raise
+            _shutdown(ray)
+            raise KeyboardInterrupt(signal.SIGTERM.name) from None
         except (ConnectionError, ValueError) as exc:
             # No cluster at that address, or an address this installation cannot use
             # (``ray://`` without Ray's client): a setting to fix, named as such.
-            if not options.address:
+            if not address:
                 raise
             raise ConfigError(
-                f"cannot join the Ray cluster at {options.address!r}: {exc}",
+                f"cannot join the Ray cluster at {address!r} ({option}): {exc}",
                 field="ray_address",
             ) from None
         finally:
@@ -88,7 +153,7 @@ def ensure_ray(options: RayOptions) -> int:
         if options.workers > cpus:
             # Each worker takes a CPU: one beyond the cluster's would never be scheduled,
             # and the run would wait for it for ever.
-            where = f"the Ray cluster at {options.address!r}" if options.address else "Ray"
+            where = f"the Ray cluster at {address!r}" if address else "Ray"
             raise ConfigError(
                 f"--workers {options.workers} is more than the {cpus} CPU(s) of {where} "
                 f"(each worker takes one): use --workers {max(1, cpus)} or fewer",
@@ -96,6 +161,14 @@ def ensure_ray(options: RayOptions) -> int:
             )
         return options.workers
     return max(1, cpus)
+
+
+def _shutdown(ray: Any) -> None:
+    """Stop what an interrupted ``ray.init`` started (nothing, if it started nothing)."""
+    try:
+        ray.shutdown()
+    except Exception:  # pragma: no cover - Ray half started: its own exit hook stops it
+        return
 
 
 def _messages_to_stderr() -> None:
@@ -120,12 +193,16 @@ def _messages_to_stderr() -> None:
     ray_worker.print_to_stdstream = to_stderr
 
 
+_ADDRESS_ENV = "RAY_ADDRESS"
+"""The variable Ray reads a cluster's address from when ``ray.init`` is given none."""
+
+
 _PROBE_S = 5.0
 """Seconds the driver waits for a ``HOST:PORT`` cluster address to accept a connection
 before it calls the cluster unreachable (:func:`_probe`)."""
 
 
-def _probe(address: str) -> None:
+def _probe(address: str, option: str = "--ray-address") -> None:
     """Refuse a ``HOST:PORT`` cluster ``address`` where nothing accepts a connection
     (:class:`~dissensus.errors.ConfigError` naming ``ray_address``): ``ray.init`` would
     retry it for minutes before it gives up. ``auto``, ``local`` and ``ray://`` (or any
@@ -144,7 +221,7 @@ def _probe(address: str) -> None:
     except OSError as exc:
         reason = exc.strerror or str(exc) or type(exc).__name__
     raise ConfigError(
-        f"cannot join the Ray cluster at {address!r} (--ray-address): nothing accepts a "
+        f"cannot join the Ray cluster at {address!r} ({option}): nothing accepts a "
         f"connection at {host}:{port} ({reason})",
         field="ray_address",
     )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from dissensus.engines.blocks import Block, block_lines
 from dissensus.engines.ray.messages import _SeedEvent
-from dissensus.io.jsonl import Reject
+from dissensus.io.jsonl import Reject, blank_line
 
 if TYPE_CHECKING:
     from dissensus.pipeline.executors import Outcome
@@ -31,7 +31,7 @@ def _complete(block: Block, seeds: dict[str, list[_SeedEvent]]) -> bool:
     if not seeds:
         return False
     for number, text in block_lines(block):
-        if not text.strip():
+        if blank_line(text, number):
             continue
         keys = {e["key"] for e in seeds.get(str(number), [])}
         if f"case/{number}/record" not in keys and f"reject/{number}" not in keys:
@@ -45,7 +45,7 @@ def _replayed(journal: Any, run_id: str, block: Block) -> Iterator[Outcome]:
     from dissensus.pipeline.records import CaseRecord
 
     for number, text in block_lines(block):
-        if not text.strip():
+        if blank_line(text, number):
             continue
         reject = journal.get(run_id, f"reject/{number}")
         if reject is not None:

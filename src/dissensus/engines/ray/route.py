@@ -19,7 +19,7 @@ from dissensus.engines.blocks import block_lines, plan_blocks, plan_text_blocks
 from dissensus.engines.ray.cluster import RayOptions, _ray, _warm, ensure_ray
 from dissensus.engines.ray.messages import _block_of, _fields, _rss_mb
 from dissensus.errors import InputError
-from dissensus.io.jsonl import Reject, RejectSink, bounded_lines, open_text
+from dissensus.io.jsonl import Reject, RejectSink, blank_line, bounded_lines, open_text
 
 _Row: TypeAlias = dict[str, Any]
 """A Ray Data row or batch (Ray's format: column name -> value, or -> array)."""
@@ -83,7 +83,7 @@ class _Router:
             parsed = [
                 (n, parse_panel_view(text, file=item["name"], line=n))
                 for n, text in block_lines(block)
-                if text.strip()
+                if not blank_line(text, n)
             ]
             rejects = [r.model_dump(mode="json") for _, r in parsed if isinstance(r, Reject)]
             # Numbered: each record carries its input line, as a local run's does.

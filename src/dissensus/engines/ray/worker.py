@@ -29,13 +29,42 @@ from dissensus.engines.ray.messages import (
     _Stopped,
     _WorkItem,
 )
-from dissensus.io.jsonl import Reject, parse_line
-from dissensus.llm.budget import Budget
+from dissensus.io.jsonl import Reject, blank_line, parse_line
+from dissensus.llm.base import BudgetExceeded
+from dissensus.llm.budget import Budget, Reservation
 from dissensus.types import JsonObject, Panel
 
 
 class _BlockBudget(Budget):
-    """A block's allowance on a worker, which the driver can stop (:meth:`stop`)."""
+    """A block's allowance on a worker, which the driver can stop (:meth:`stop`).
+
+    A refusal says it is the block's share that is spent, and names the run's own limit
+    (``run_calls``, ``run_tokens``): a block gets a share of what is left (the budget
+    left over the blocks in flight), so a block needing more than its share is refused
+    while the run's budget still has room, and "all 15 attempts allowed are spent" under
+    ``max_calls: 60`` read as a wrong count."""
+
+    run_calls: int | None = None
+    run_tokens: int | None = None
+
+    def reserve(self, *, model: str, prompt_tokens: int, completion_tokens: int) -> Reservation:
+        try:
+            return super().reserve(
+                model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+            )
+        except BudgetExceeded as exc:
+            limits = [
+                f"{name} {limit}"
+                for name, limit in (("max_calls", self.run_calls), ("max_tokens", self.run_tokens))
+                if limit is not None
+            ]
+            if not limits or str(exc).startswith("cost"):
+                raise
+            raise BudgetExceeded(
+                f"{exc} (this Ray block's share of the run's {', '.join(limits)}, which "
+                "the blocks decided at once share)",
+                attempts=exc.attempts,
+            ) from None
 
     def stop(self) -> tuple[int, int]:
         """Refuse every attempt from now on; ``(attempts, tokens)``: those sent and those
@@ -120,6 +149,8 @@ class _Decider:
                 budget = _BlockBudget(max_calls=0, max_tokens=0)
             else:
                 budget = _BlockBudget(max_calls=allowance["calls"], max_tokens=allowance["tokens"])
+                limits = self.policy.budget
+                budget.run_calls, budget.run_tokens = limits.max_calls, limits.max_tokens
             if reservation is not None:
                 self.budgets[reservation] = budget
                 while len(self.budgets) > _KEPT_BUDGETS:
@@ -175,7 +206,7 @@ class _Decider:
         parsed = (
             (parse_line(Panel, text, file=item["name"], line=number), number)
             for number, text in block_lines(block)
-            if text.strip()
+            if not blank_line(text, number)
         )
         cases: list[_CaseResult] = []
         charges: list[_Charge] = []
