@@ -38,6 +38,12 @@ Choices where the source is silent:
 * Votes: judges have no retrieval, so ``evidence_source`` is ``parametric:<family>``
   (``parametric:<judge>`` for an unknown judge) and ``evidence_present`` is ``False``;
   abstainers cast no vote and are listed in ``meta.abstained``.
+* ``dataset.json`` and a judge's ``result.json`` are read by position; a result entry
+  repeats its item's ``input``, ``output_1`` and ``output_2``, and one whose text
+  differs from the dataset item at its position is the judge's verdict on another item
+  (a file reordered, cut in the middle, or of another dataset): the item is skipped,
+  naming the result file and the field, never given that verdict. A result entry
+  without those texts is taken by its position alone.
 * An item whose panel would have fewer than two agents (or case fewer than two voters),
   whose gold label is not 1/2, or whose result entry is missing or mistyped is skipped and
   reported through ``on_skip`` (see :mod:`dissensus.convert.skips`); the rest is converted.
@@ -114,6 +120,8 @@ FAMILIES: dict[str, str] = {
 _ORIGINAL = "swap = False"
 _SWAPPED = "swap = True"
 _WINNERS = ("1", "2")
+_ITEM_TEXTS = ("input", "output_1", "output_2")
+"""The dataset item's texts a result entry repeats (compared when it does)."""
 
 
 @dataclass(frozen=True)
@@ -292,6 +300,22 @@ def _results_entry(results: list[Any], index: int, judge_file: Path, key: str) -
     return runs[0][key]
 
 
+def _check_aligned(result: JsonObject, raw: JsonObject, index: int, judge_file: Path) -> None:
+    """Refuse a result entry that is not the dataset's item ``index``: the files are
+    index-aligned, and a result entry repeats the item's ``input``, ``output_1`` and
+    ``output_2``. One that differs (a result file in another order, with an item left
+    out, or of another dataset) would put a verdict on an item its judge never saw."""
+    for key in _ITEM_TEXTS:
+        theirs = result.get(key)
+        if isinstance(theirs, str) and theirs != raw.get(key):
+            raise _Malformed(
+                judge_file,
+                key,
+                f"this result is for another item: its {key} is not that of item {index} of "
+                "dataset.json (is result.json in another order, cut, or of another dataset?)",
+            )
+
+
 def _gold(raw: Any, dataset: Path) -> str:
     label = raw.get("label")
     if isinstance(label, int) and not isinstance(label, bool):
@@ -325,6 +349,7 @@ def _build_item(
     for judge in subset.judges:
         judge_file = subset.path / "evaluators" / judge / strategy / "result.json"
         entry = _results_entry(results[judge], index, judge_file, _ORIGINAL)
+        _check_aligned(results[judge][index], raw, index, judge_file)
         answers[judge] = _answer(entry, file=judge_file, field=f"results.0.{_ORIGINAL}")
         if strategy == "Swap_CoT":
             other = _results_entry(results[judge], index, judge_file, _SWAPPED)

@@ -1,0 +1,68 @@
+"""Converters at their input edges: source files that do not line up, and names no
+agent id may hold, are reported one by one, never converted wrong nor a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dissensus.convert.llmbar import iter_llmbar_panels, iter_llmbar_votes
+from dissensus.convert.skips import Skipped
+from test_convert_llmbar import write_subset
+
+# --------------------------------------------------------------------------- LLMBar alignment
+
+
+def _three_items(tmp_path: Path) -> Path:
+    answers = [("1", "judged a"), ("2", "judged b"), ("1", "judged c")]
+    return write_subset(tmp_path, "S", {"GPT-4": answers, "ChatGPT": answers, "PaLM2": answers})
+
+
+def test_a_result_file_with_an_entry_left_out_puts_no_verdict_on_another_item(
+    tmp_path: Path,
+) -> None:
+    """A result file with its middle entry left out gave every later item the verdict the
+    judge gave on the item after it, and reported only the last item as missing."""
+    base = _three_items(tmp_path)
+    path = base / "evaluators" / "GPT-4" / "CoT" / "result.json"
+    results = json.loads(path.read_text())
+    del results[1]
+    path.write_text(json.dumps(results))
+    skipped: list[Skipped] = []
+    panels = list(iter_llmbar_panels(tmp_path, on_skip=skipped.append))
+    assert [p.id for p in panels] == ["S/0"]
+    assert [(s.file, s.item, s.field) for s in skipped] == [
+        (str(path), "1", "input"),
+        (str(path), "2", "<item>"),
+    ]
+    assert "this result is for another item" in skipped[0].message
+    # The vote cases read the same items.
+    skipped.clear()
+    assert [c.id for c in iter_llmbar_votes(tmp_path, on_skip=skipped.append)] == ["S/0"]
+    assert [s.item for s in skipped] == ["1", "2"]
+
+
+@pytest.mark.parametrize("key", ["input", "output_1", "output_2"])
+def test_a_result_entry_of_another_item_is_skipped_naming_the_field(
+    tmp_path: Path, key: str
+) -> None:
+    base = _three_items(tmp_path)
+    path = base / "evaluators" / "ChatGPT" / "CoT" / "result.json"
+    results = json.loads(path.read_text())
+    results[2][key] = "something else"
+    path.write_text(json.dumps(results))
+    skipped: list[Skipped] = []
+    panels = list(iter_llmbar_panels(tmp_path, on_skip=skipped.append))
+    assert [p.id for p in panels] == ["S/0", "S/1"]
+    assert [(s.file, s.item, s.field) for s in skipped] == [(str(path), "2", key)]
+
+
+def test_a_result_entry_without_the_item_texts_is_read_by_position(tmp_path: Path) -> None:
+    base = _three_items(tmp_path)
+    path = base / "evaluators" / "ChatGPT" / "CoT" / "result.json"
+    results = [{"results": r["results"]} for r in json.loads(path.read_text())]
+    path.write_text(json.dumps(results))
+    panels = list(iter_llmbar_panels(tmp_path))
+    assert [p.outputs[1].reasoning for p in panels] == ["judged a", "judged b", "judged c"]
