@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_cli
 from dissensus.convert.llmbar import iter_llmbar_panels, iter_llmbar_votes
-from dissensus.convert.skips import Skipped
+from dissensus.convert.skips import ConvertError, Skipped
+from dissensus.convert.varierrnli import iter_varierrnli_panels
+from dissensus.convert.zeroeval import iter_zeroeval_panels
 from test_convert_llmbar import write_subset
 
 # --------------------------------------------------------------------------- LLMBar alignment
@@ -66,3 +69,57 @@ def test_a_result_entry_without_the_item_texts_is_read_by_position(tmp_path: Pat
     path.write_text(json.dumps(results))
     panels = list(iter_llmbar_panels(tmp_path))
     assert [p.outputs[1].reasoning for p in panels] == ["judged a", "judged b", "judged c"]
+
+
+# --------------------------------------------------------------------------- names
+
+
+def test_a_judge_directory_named_with_a_control_character_is_a_layout_error(
+    tmp_path: Path,
+) -> None:
+    """Converting to vote cases was a pydantic traceback; to panels, every item was
+    skipped with the same model error."""
+    write_subset(tmp_path, "S", {"GPT-4": [("1", "a")], "Bad\x07": [("2", "b")]})
+    with pytest.raises(ConvertError, match=r"the judge's name 'Bad\\x07' holds the control"):
+        iter_llmbar_votes(tmp_path)
+    with pytest.raises(ConvertError, match="U\\+0007"):
+        iter_llmbar_panels(tmp_path)
+    proc = run_cli("convert", "llmbar", str(tmp_path), "--as", "votes")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "U+0007" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_a_model_file_named_with_a_control_character_is_a_layout_error(tmp_path: Path) -> None:
+    rows = [{"session_id": "s0", "question": "q", "output": ['{"answer": "4"}'], "answer": "# 4"}]
+    for model in ("gpt-a", "gemma\x1b"):
+        (tmp_path / f"{model}.json").write_text(json.dumps(rows))
+    with pytest.raises(ConvertError, match="the model's name 'gemma\\\\x1b' holds the control"):
+        iter_zeroeval_panels(tmp_path)
+    proc = run_cli("convert", "zeroeval", str(tmp_path))
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "U+001B" in proc.stderr
+
+
+def test_an_annotator_named_with_a_control_character_skips_that_item(tmp_path: Path) -> None:
+    labels = {"soft_label": None, "text": {"context": "c", "statement": "s"}}
+
+    def item(names: list[str]) -> dict[str, object]:
+        return {
+            **labels,
+            "annotators": ",".join(names),
+            "annotations": dict.fromkeys(names, "neutral"),
+            "other_info": {"explanations": ["why"] * len(names)},
+        }
+
+    source = tmp_path / "v.json"
+    source.write_text(json.dumps({"1": item(["A", "B\x07"]), "2": item(["A", "B"])}))
+    skipped: list[Skipped] = []
+    panels = list(iter_varierrnli_panels(source, on_skip=skipped.append))
+    assert [p.id for p in panels] == ["2"]
+    assert [(s.item, s.field) for s in skipped] == [("1", "annotations.B\x07")]
+    assert "U+0007" in skipped[0].message
+    proc = run_cli("convert", "varierrnli", str(source))
+    assert proc.returncode == 3
+    assert "Traceback" not in proc.stderr and "U+0007" in proc.stderr
+    assert [json.loads(line)["id"] for line in proc.stdout.splitlines()] == ["2"]

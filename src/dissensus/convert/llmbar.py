@@ -74,6 +74,7 @@ from dissensus.convert.skips import (
     SkipHandler,
     Skipped,
     check_source_file,
+    control_in_name,
     load_json_source,
     over_limits,
     overrun_message,
@@ -209,6 +210,9 @@ def find_subsets(root: str | Path, strategy: str = "CoT") -> list[LLMBarSubset]:
             if evaluators.is_dir()
             else []
         )
+        for judge in judges:
+            if (why := control_in_name(judge)) is not None:
+                raise ConvertError(f"{evaluators / judge}: the judge's name {why}")
         rel = here.relative_to(base).as_posix()
         name = base.resolve().name if rel == "." else rel
         if not judges:

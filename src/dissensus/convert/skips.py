@@ -22,6 +22,12 @@ applies to every line read), and a record over a bound -- a field of more than
 or values -- is skipped like a malformed item, naming the source file and field it came
 from (:func:`overrun_message`).
 
+Choice: a source's name that becomes an agent id (an LLMBar judge's directory, a
+ZeroEval model's file, a VariErrNLI annotator) holding a control character
+(:func:`control_in_name`) is refused where it is found: a judge or a model is part of
+the layout (a :class:`ConvertError`, exit 2, before anything is written), an annotator
+is part of one item (that item skipped naming ``annotations.<annotator>``).
+
 Choice: a skip quotes what it found bounded (:func:`shown_value`, :func:`cut`): a
 source's name or value of 40,000 characters is shown by its first
 :data:`ECHO_CHARS` and its length, so one report stays one readable line; the
@@ -32,6 +38,7 @@ message to :data:`MESSAGE_CHARS` whatever the converter put there.
 from __future__ import annotations
 
 import os
+import re
 import reprlib
 import stat
 import sys
@@ -55,6 +62,7 @@ __all__ = [
     "SkipHandler",
     "Skipped",
     "check_source_file",
+    "control_in_name",
     "cut",
     "load_json_source",
     "over_limits",
@@ -179,6 +187,23 @@ def check_source_file(path: Path, what: str) -> None:
         raise ConvertError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(mode):
         raise ConvertError(f"{path}: cannot read {what}: not a regular file ({file_kind(mode)})")
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""A control character: what an agent id may not hold (the models' ``_one_line``)."""
+
+
+def control_in_name(name: str) -> str | None:
+    """Why ``name`` (a judge's directory, a model's file, an annotator) cannot be an
+    agent id, or None: an agent id is one line without control characters, and a name
+    holding one would be refused by the models (a traceback, were it not found first)."""
+    found = _CONTROL.search(name)
+    if found is None:
+        return None
+    return (
+        f"{shown_value(name)} holds the control character U+{ord(found.group()):04X}; "
+        "an agent id is one line without control characters"
+    )
 
 
 def over_limits(record: Any) -> Overrun | None:
