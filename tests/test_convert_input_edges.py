@@ -12,7 +12,7 @@ from cli_helpers import run_cli
 from dissensus.convert.llmbar import iter_llmbar_panels, iter_llmbar_votes
 from dissensus.convert.skips import ConvertError, Skipped
 from dissensus.convert.varierrnli import iter_varierrnli_panels
-from dissensus.convert.zeroeval import iter_zeroeval_panels
+from dissensus.convert.zeroeval import extract_answer, iter_zeroeval_panels
 from test_convert_llmbar import write_subset
 
 # --------------------------------------------------------------------------- LLMBar alignment
@@ -123,3 +123,24 @@ def test_an_annotator_named_with_a_control_character_skips_that_item(tmp_path: P
     assert proc.returncode == 3
     assert "Traceback" not in proc.stderr and "U+0007" in proc.stderr
     assert [json.loads(line)["id"] for line in proc.stdout.splitlines()] == ["2"]
+
+
+# --------------------------------------------------------------------------- ZeroEval text
+
+
+def test_a_json_block_reasoning_that_decodes_to_a_lone_surrogate_is_no_reasoning(
+    tmp_path: Path,
+) -> None:
+    """The model's text is valid; the reasoning its JSON block decodes to is not (a lone
+    surrogate escape): the conversion stopped with a pydantic traceback."""
+    bad = '{"reasoning": "\\ud800 so 2 + 2", "answer": "4"}'
+    good = '{"reasoning": "2 + 2", "answer": "4"}'
+    for model, out in (("m-a", bad), ("m-b", good)):
+        rows = [{"session_id": "s0", "question": "q", "output": [out], "answer": "# 4"}]
+        (tmp_path / f"{model}.json").write_text(json.dumps(rows))
+    (panel,) = iter_zeroeval_panels(tmp_path)
+    assert [(o.decision, o.reasoning) for o in panel.outputs] == [("4", bad), ("4", "2 + 2")]
+    assert extract_answer(bad) == ("4", bad)
+    proc = run_cli("convert", "zeroeval", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["outputs"][0]["reasoning"] == bad

@@ -39,7 +39,9 @@ extractor is not sure of is an abstention):
   (``2:00 pm``, ``3:2``) is no number either (it was read as its last digits).
 
 The reasoning is the JSON ``reasoning`` field when present, else the raw output (the
-strings of ``output`` joined by newlines, nulls left out). An empty output (``output``
+strings of ``output`` joined by newlines, nulls left out); a ``reasoning`` field that
+decodes to a lone surrogate (``"\\ud800"`` written in the block) is not text, and
+counts as absent. An empty output (``output``
 absent, null, ``[]``, or only nulls and blank strings) is an abstention with an
 **empty reasoning**: no text is invented for it, since invented text would enter the
 similarity reading (the ``"(no output)"`` once written for every empty output read as
@@ -99,7 +101,7 @@ from dissensus.convert.skips import (
 from dissensus.families import model_family
 from dissensus.io.limits import Overrun
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
-from dissensus.types import AgentOutput, JsonObject, Panel
+from dissensus.types import AgentOutput, JsonObject, Panel, lone_surrogate_at
 
 __all__ = [
     "PLACES",
@@ -266,7 +268,12 @@ def _from_json(text: str) -> tuple[_Stated, str | None]:
     if not isinstance(data, dict):
         return _UNSTATED, None
     reasoning = data.get("reasoning")
-    trace = reasoning if isinstance(reasoning, str) and reasoning.strip() else None
+    # A reasoning that decodes to a lone surrogate ("\\ud800" in the block) is no text:
+    # no reader takes it, so the raw output, which the model did write, is the trace.
+    usable = (
+        isinstance(reasoning, str) and reasoning.strip() and lone_surrogate_at(reasoning) is None
+    )
+    trace = reasoning if usable else None
     if "answer" not in data:
         return _UNSTATED, trace
     answer = data["answer"]
