@@ -144,3 +144,30 @@ def test_a_json_block_reasoning_that_decodes_to_a_lone_surrogate_is_no_reasoning
     proc = run_cli("convert", "zeroeval", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["outputs"][0]["reasoning"] == bad
+
+
+# --------------------------------------------------------------------------- LLMBar layout
+
+
+def test_subsets_behind_symbolic_links_are_read(tmp_path: Path) -> None:
+    """A folder of links to chosen subsets converted only the subsets that were real
+    folders in it, exit 0; with only links, 'no LLMBar subset found'."""
+    store = tmp_path / "store"
+    answers = [("1", "judged a"), ("2", "judged b")]
+    write_subset(store, "Natural", {"GPT-4": answers, "PaLM2": answers})
+    write_subset(store, "Adversarial/Neighbor", {"GPT-4": answers, "PaLM2": answers})
+    farm = tmp_path / "farm"
+    (farm / "Adversarial").mkdir(parents=True)
+    (farm / "Natural").symlink_to(store / "Natural", target_is_directory=True)
+    (farm / "Adversarial" / "Neighbor").symlink_to(
+        store / "Adversarial" / "Neighbor", target_is_directory=True
+    )
+    ids = ["Adversarial/Neighbor/0", "Adversarial/Neighbor/1", "Natural/0", "Natural/1"]
+    assert [p.id for p in iter_llmbar_panels(farm)] == ids
+    # A link loop ends; a folder reached twice is read once, under its first path.
+    (farm / "Adversarial" / "loop").symlink_to(farm, target_is_directory=True)
+    (farm / "Natural2").symlink_to(store / "Natural", target_is_directory=True)
+    assert [p.id for p in iter_llmbar_panels(farm)] == ids
+    proc = run_cli("convert", "llmbar", str(farm))
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(line)["id"] for line in proc.stdout.splitlines()] == ids

@@ -15,7 +15,10 @@ panel's ``meta`` holds the instruction as ``input`` and the two outputs as the g
 
 Choices where the source is silent:
 
-* Subsets are found by walking the directory (sorted, so the order is stable); a
+* Subsets are found by walking the directory (sorted, so the order is stable),
+  following symbolic links to folders (a folder of links to the subsets one wants is
+  a layout too; they were passed over in silence), each folder read once however
+  many ways lead to it (a link loop ends there); a
   subset's name is its path relative to the directory with ``/`` separators
   (``Adversarial/Neighbor``); when the directory itself is a subset, its own name.
 * Panel and vote ids are ``<subset>/<index>``, the index being the 0-based position in
@@ -193,7 +196,15 @@ def find_subsets(root: str | Path, strategy: str = "CoT") -> list[LLMBarSubset]:
     if not base.is_dir():
         raise ConvertError(f"not a directory: {root}")
     subsets: list[LLMBarSubset] = []
-    for current, dirs, files in os.walk(base):
+    seen: set[tuple[int, int]] = set()
+    # Symbolic links to folders are followed (a folder of links to chosen subsets is a
+    # layout too); a folder reached again (a link loop, two links to one folder) once.
+    for current, dirs, files in os.walk(base, followlinks=True):
+        folder = os.stat(current)
+        if (folder.st_dev, folder.st_ino) in seen:
+            dirs[:] = []
+            continue
+        seen.add((folder.st_dev, folder.st_ino))
         dirs.sort()
         if "dataset.json" not in files and "dataset.json" not in dirs:
             continue
