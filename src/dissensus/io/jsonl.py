@@ -9,7 +9,9 @@ Choices: blank lines are skipped silently (they are not records); a line that is
 valid JSON but not an object is rejected with field ``<root>``; files are read with
 ``surrogateescape`` so that a line that is not valid UTF-8 is rejected on its own
 (field ``<encoding>``) and the lines around it are still read. A UTF-8 byte order mark
-at the start of the first line is skipped. A file (or standard input) that is no UTF-8
+at the start of the first line is skipped; one that begins a later line (files joined
+with ``cat``, each saved with a mark) rejects that line saying so, not with the parser's
+advice to "decode using utf-8-sig". A file (or standard input) that is no UTF-8
 text at all -- UTF-16 or UTF-32, gzip, bzip2, xz or zstd output, a zip archive, told by
 its first bytes (:func:`not_text`) -- is one error naming it and what it is (exit 2,
 before anything is read), not a reject per line none of which says why. A line nested deeper than
@@ -405,6 +407,12 @@ def _shallow(panel: Panel) -> bool:
     return True
 
 
+_LATE_BOM = (
+    "invalid JSON: the line begins with a byte order mark (U+FEFF), skipped only before "
+    "the first line (files joined with cat? remove the mark)"
+)
+
+
 def _parse_reference(model: type[M], raw: str, *, file: str, line: int) -> M | Reject:
     """The reference path of :func:`parse_line` (``raw``: line end and BOM removed)."""
     if lone_surrogate_at(raw) is not None:
@@ -412,6 +420,8 @@ def _parse_reference(model: type[M], raw: str, *, file: str, line: int) -> M | R
         return Reject(
             file=file, line=line, field="<encoding>", message="line is not valid UTF-8", raw=clean
         )
+    if raw.startswith("\ufeff"):  # the parser's own words: "decode using utf-8-sig"
+        return Reject(file=file, line=line, field=JSON_FIELD, message=_LATE_BOM, raw=raw)
     try:
         data = parse_json(raw)
         if not isinstance(data, dict):
