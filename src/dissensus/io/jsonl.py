@@ -66,6 +66,11 @@ of whoever reads the output. The line is still valid JSON with the same value; i
 searched first and copied only when it holds one (an ASCII line costs two scans in C).
 The journal's text, which is hashed, is :mod:`dissensus.store.canonical`'s, untouched.
 
+A :class:`Reject` keeps the line (or, for a line over the bound, its start) as valid
+text: bytes that are not UTF-8, which the reader holds as lone surrogates, are U+FFFD
+in it, so every reject can be written to ``--rejects`` and the journal (the start of an
+overlong line holding such bytes was a traceback there).
+
 ``dissensus route``, which only reads panels, puts one more tier in front:
 :func:`dissensus.io.views.read_panel_views` decodes a line with msgspec into a
 read-only view, and hands every line it does not accept to :func:`parse_line`.
@@ -81,7 +86,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, field_validator
 
 from dissensus.io.jsontext import (
     DEPTH_FIELD,
@@ -139,6 +144,19 @@ class Reject(BaseModel):
     field: str
     message: str
     raw: str = ""
+    """The line (or its start), as valid text: bytes that are not UTF-8 (which the
+    reader keeps as lone surrogates) are U+FFFD, so a reject can always be written."""
+
+    @field_validator("raw")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        if lone_surrogate_at(value) is None:
+            return value
+        try:
+            data = value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a surrogate no undecodable byte stands for
+            data = value.encode("utf-8", "replace")
+        return data.decode("utf-8", "replace")
 
     def describe(self) -> str:
         return f"{self.file}:{self.line}: field {self.field!r}: {self.message}"
@@ -415,10 +433,9 @@ _LATE_BOM = (
 
 def _parse_reference(model: type[M], raw: str, *, file: str, line: int) -> M | Reject:
     """The reference path of :func:`parse_line` (``raw``: line end and BOM removed)."""
-    if lone_surrogate_at(raw) is not None:
-        clean = raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if lone_surrogate_at(raw) is not None:  # raw made valid text by the Reject
         return Reject(
-            file=file, line=line, field="<encoding>", message="line is not valid UTF-8", raw=clean
+            file=file, line=line, field="<encoding>", message="line is not valid UTF-8", raw=raw
         )
     if raw.startswith("\ufeff"):  # the parser's own words: "decode using utf-8-sig"
         return Reject(file=file, line=line, field=JSON_FIELD, message=_LATE_BOM, raw=raw)
