@@ -171,3 +171,34 @@ def test_subsets_behind_symbolic_links_are_read(tmp_path: Path) -> None:
     proc = run_cli("convert", "llmbar", str(farm))
     assert proc.returncode == 0, proc.stderr
     assert [json.loads(line)["id"] for line in proc.stdout.splitlines()] == ids
+
+
+# --------------------------------------------------------------------------- names not UTF-8
+
+
+def test_names_whose_bytes_are_not_utf8_are_layout_errors(tmp_path: Path) -> None:
+    """A judge directory, a subset or a model file named with bytes that are not UTF-8
+    (Python keeps them as lone surrogates) became an agent or panel id no model takes:
+    a traceback for vote cases and model files, a skip per item for panels."""
+    import os
+
+    judges = tmp_path / "judges"
+    write_subset(judges, "S", {"GPT-4": [("1", "a")], "J\udcff": [("2", "b")]})
+    with pytest.raises(ConvertError, match=r"the judge's name 'J\\xff' is not UTF-8 text"):
+        iter_llmbar_votes(judges)
+    subset = tmp_path / "subset"
+    write_subset(subset, "N\udcff", {"GPT-4": [("1", "a")], "PaLM2": [("2", "b")]})
+    with pytest.raises(ConvertError, match=r"the subset's name 'N\\xff' is not UTF-8 text"):
+        iter_llmbar_panels(subset)
+    models = tmp_path / "models"
+    models.mkdir()
+    rows = [{"session_id": "s0", "question": "q", "output": ['{"answer": "4"}'], "answer": "# 4"}]
+    for model in ("gpt-a", "Y\udcff"):
+        (models / f"{model}.json").write_text(json.dumps(rows))
+    with pytest.raises(ConvertError, match=r"the model's name 'Y\\xff' is not UTF-8 text"):
+        iter_zeroeval_panels(models)
+    for args in (["llmbar", judges, "--as", "votes"], ["llmbar", subset], ["zeroeval", models]):
+        proc = run_cli("convert", *(os.fsdecode(a) if isinstance(a, Path) else a for a in args))
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and "is not UTF-8 text" in proc.stderr
+        assert proc.stdout == ""

@@ -77,8 +77,8 @@ from dissensus.convert.skips import (
     SkipHandler,
     Skipped,
     check_source_file,
-    control_in_name,
     load_json_source,
+    name_problem,
     over_limits,
     overrun_message,
     report_skip,
@@ -86,7 +86,7 @@ from dissensus.convert.skips import (
 )
 from dissensus.errors import InputError
 from dissensus.io.limits import Overrun
-from dissensus.types import AgentOutput, JsonObject, Panel, Vote, VoteCase
+from dissensus.types import AgentOutput, JsonObject, Panel, Vote, VoteCase, lone_surrogate_at
 
 __all__ = [
     "FAMILIES",
@@ -222,10 +222,12 @@ def find_subsets(root: str | Path, strategy: str = "CoT") -> list[LLMBarSubset]:
             else []
         )
         for judge in judges:
-            if (why := control_in_name(judge)) is not None:
+            if (why := name_problem(judge)) is not None:
                 raise ConvertError(f"{evaluators / judge}: the judge's name {why}")
         rel = here.relative_to(base).as_posix()
         name = base.resolve().name if rel == "." else rel
+        if lone_surrogate_at(name) is not None and (why := name_problem(name)) is not None:
+            raise ConvertError(f"the subset's name {why}")
         if not judges:
             raise ConvertError(
                 f"{here}: subset {name!r} has no evaluators/<judge>/{strategy}/result.json"

@@ -51,9 +51,9 @@ from dissensus.convert.skips import (
     ConvertError,
     SkipHandler,
     Skipped,
-    control_in_name,
     cut,
     load_json_source,
+    name_problem,
     over_limits,
     overrun_message,
     report_skip,
@@ -103,7 +103,7 @@ def _split_labels(annotations: Any) -> dict[str, list[str]]:
     labels: dict[str, list[str]] = {}
     for annotator, raw in annotations.items():
         field = f"annotations.{cut(annotator)}"
-        if (why := control_in_name(annotator)) is not None:
+        if (why := name_problem(annotator)) is not None:
             raise _Malformed(field, f"the annotator {why}")
         if not isinstance(raw, str):
             raise _Malformed(field, "expected comma-separated labels")

@@ -91,8 +91,8 @@ from dissensus.convert.skips import (
     SkipHandler,
     Skipped,
     check_source_file,
-    control_in_name,
     load_json_source,
+    name_problem,
     over_limits,
     overrun_message,
     report_skip,
@@ -435,7 +435,7 @@ def zeroeval_source_files(directory: str | Path) -> list[Path]:
     files = sorted(root.glob("*.json"))
     for file in files:
         check_source_file(file, "a ZeroEval model file")
-        if (why := control_in_name(file.stem)) is not None:
+        if (why := name_problem(file.stem)) is not None:
             raise ConvertError(f"{file}: the model's name {why}")
     if len(files) < 2:
         raise ConvertError(f"{root}: need at least two model files (*.json), found {len(files)}")
