@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cli_helpers import cli
-from dissensus.io.jsonl import blank_line, read_numbered_models
+from cli_helpers import cli, run_cli
+from dissensus.io.jsonl import Reject, blank_line, parse_line, read_numbered_models
 from dissensus.io.views import read_numbered_panel_views
 from dissensus.types import Panel
 from pipeline_cases import panel, write_policy
@@ -65,3 +65,26 @@ def test_a_bom_then_a_blank_line_then_a_panel_reads_the_panel_at_line_three(
     routed = cli("route", path, "--similarity", "tfidf", "--json")
     assert routed.code == 0, routed.err
     assert [json.loads(x)["id"] for x in routed.out.splitlines()] == ["p"]
+
+
+def test_a_bom_beginning_a_later_line_is_rejected_saying_so(tmp_path: Path) -> None:
+    """Two files joined with cat, each saved with a byte order mark: the second one's
+    first line was rejected with the parser's advice, 'Unexpected UTF-8 BOM (decode
+    using utf-8-sig)'."""
+    one = json.dumps(panel("a", ["1", "1"]))
+    two = json.dumps(panel("b", ["1", "2"]))
+    joined = tmp_path / "joined.jsonl"
+    joined.write_text(BOM + one + "\n" + BOM + two + "\n", encoding="utf-8")
+    item = parse_line(Panel, BOM + two + "\n", file="f", line=2)
+    assert isinstance(item, Reject)
+    assert item.field == "<json>"
+    assert "begins with a byte order mark (U+FEFF)" in item.message
+    assert "utf-8-sig" not in item.message
+    proc = run_cli("route", str(joined), "--similarity", "tfidf", "--json")
+    assert proc.returncode == 3
+    assert [json.loads(line)["id"] for line in proc.stdout.splitlines()] == ["a"]
+    assert proc.stderr == (
+        f"rejected {joined}:2: field '<json>': invalid JSON: the line begins with a byte "
+        "order mark (U+FEFF), skipped only before the first line (files joined with cat? "
+        "remove the mark)\n"
+    )

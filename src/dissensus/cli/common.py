@@ -336,6 +336,10 @@ def _check_input(path: str, *, file_only: bool) -> str:
         )
     if not os.access(p, os.R_OK):
         raise InputError(f"cannot read {path}: permission denied")
+    if stat.S_ISREG(mode):  # a named pipe's first bytes are its reader's
+        from dissensus.io.jsonl import check_text_file
+
+        check_text_file(path)
     return path
 
 

@@ -15,7 +15,10 @@ panel's ``meta`` holds the instruction as ``input`` and the two outputs as the g
 
 Choices where the source is silent:
 
-* Subsets are found by walking the directory (sorted, so the order is stable); a
+* Subsets are found by walking the directory (sorted, so the order is stable),
+  following symbolic links to folders (a folder of links to the subsets one wants is
+  a layout too; they were passed over in silence), each folder read once however
+  many ways lead to it (a link loop ends there); a
   subset's name is its path relative to the directory with ``/`` separators
   (``Adversarial/Neighbor``); when the directory itself is a subset, its own name.
 * Panel and vote ids are ``<subset>/<index>``, the index being the 0-based position in
@@ -38,6 +41,12 @@ Choices where the source is silent:
 * Votes: judges have no retrieval, so ``evidence_source`` is ``parametric:<family>``
   (``parametric:<judge>`` for an unknown judge) and ``evidence_present`` is ``False``;
   abstainers cast no vote and are listed in ``meta.abstained``.
+* ``dataset.json`` and a judge's ``result.json`` are read by position; a result entry
+  repeats its item's ``input``, ``output_1`` and ``output_2``, and one whose text
+  differs from the dataset item at its position is the judge's verdict on another item
+  (a file reordered, cut in the middle, or of another dataset): the item is skipped,
+  naming the result file and the field, never given that verdict. A result entry
+  without those texts is taken by its position alone.
 * An item whose panel would have fewer than two agents (or case fewer than two voters),
   whose gold label is not 1/2, or whose result entry is missing or mistyped is skipped and
   reported through ``on_skip`` (see :mod:`dissensus.convert.skips`); the rest is converted.
@@ -69,6 +78,7 @@ from dissensus.convert.skips import (
     Skipped,
     check_source_file,
     load_json_source,
+    name_problem,
     over_limits,
     overrun_message,
     report_skip,
@@ -76,7 +86,7 @@ from dissensus.convert.skips import (
 )
 from dissensus.errors import InputError
 from dissensus.io.limits import Overrun
-from dissensus.types import AgentOutput, JsonObject, Panel, Vote, VoteCase
+from dissensus.types import AgentOutput, JsonObject, Panel, Vote, VoteCase, lone_surrogate_at
 
 __all__ = [
     "FAMILIES",
@@ -114,6 +124,8 @@ FAMILIES: dict[str, str] = {
 _ORIGINAL = "swap = False"
 _SWAPPED = "swap = True"
 _WINNERS = ("1", "2")
+_ITEM_TEXTS = ("input", "output_1", "output_2")
+"""The dataset item's texts a result entry repeats (compared when it does)."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +196,15 @@ def find_subsets(root: str | Path, strategy: str = "CoT") -> list[LLMBarSubset]:
     if not base.is_dir():
         raise ConvertError(f"not a directory: {root}")
     subsets: list[LLMBarSubset] = []
-    for current, dirs, files in os.walk(base):
+    seen: set[tuple[int, int]] = set()
+    # Symbolic links to folders are followed (a folder of links to chosen subsets is a
+    # layout too); a folder reached again (a link loop, two links to one folder) once.
+    for current, dirs, files in os.walk(base, followlinks=True):
+        folder = os.stat(current)
+        if (folder.st_dev, folder.st_ino) in seen:
+            dirs[:] = []
+            continue
+        seen.add((folder.st_dev, folder.st_ino))
         dirs.sort()
         if "dataset.json" not in files and "dataset.json" not in dirs:
             continue
@@ -201,8 +221,13 @@ def find_subsets(root: str | Path, strategy: str = "CoT") -> list[LLMBarSubset]:
             if evaluators.is_dir()
             else []
         )
+        for judge in judges:
+            if (why := name_problem(judge)) is not None:
+                raise ConvertError(f"{evaluators / judge}: the judge's name {why}")
         rel = here.relative_to(base).as_posix()
         name = base.resolve().name if rel == "." else rel
+        if lone_surrogate_at(name) is not None and (why := name_problem(name)) is not None:
+            raise ConvertError(f"the subset's name {why}")
         if not judges:
             raise ConvertError(
                 f"{here}: subset {name!r} has no evaluators/<judge>/{strategy}/result.json"
@@ -292,6 +317,22 @@ def _results_entry(results: list[Any], index: int, judge_file: Path, key: str) -
     return runs[0][key]
 
 
+def _check_aligned(result: JsonObject, raw: JsonObject, index: int, judge_file: Path) -> None:
+    """Refuse a result entry that is not the dataset's item ``index``: the files are
+    index-aligned, and a result entry repeats the item's ``input``, ``output_1`` and
+    ``output_2``. One that differs (a result file in another order, with an item left
+    out, or of another dataset) would put a verdict on an item its judge never saw."""
+    for key in _ITEM_TEXTS:
+        theirs = result.get(key)
+        if isinstance(theirs, str) and theirs != raw.get(key):
+            raise _Malformed(
+                judge_file,
+                key,
+                f"this result is for another item: its {key} is not that of item {index} of "
+                "dataset.json (is result.json in another order, cut, or of another dataset?)",
+            )
+
+
 def _gold(raw: Any, dataset: Path) -> str:
     label = raw.get("label")
     if isinstance(label, int) and not isinstance(label, bool):
@@ -325,6 +366,7 @@ def _build_item(
     for judge in subset.judges:
         judge_file = subset.path / "evaluators" / judge / strategy / "result.json"
         entry = _results_entry(results[judge], index, judge_file, _ORIGINAL)
+        _check_aligned(results[judge][index], raw, index, judge_file)
         answers[judge] = _answer(entry, file=judge_file, field=f"results.0.{_ORIGINAL}")
         if strategy == "Swap_CoT":
             other = _results_entry(results[judge], index, judge_file, _SWAPPED)

@@ -22,6 +22,13 @@ applies to every line read), and a record over a bound -- a field of more than
 or values -- is skipped like a malformed item, naming the source file and field it came
 from (:func:`overrun_message`).
 
+Choice: a source's name that becomes an agent id (an LLMBar judge's directory, a
+ZeroEval model's file, a VariErrNLI annotator) or part of a panel id (an LLMBar subset's
+path) holding a control character or bytes that are not UTF-8 (:func:`name_problem`)
+is refused where it is found: a judge or a model is part of
+the layout (a :class:`ConvertError`, exit 2, before anything is written), an annotator
+is part of one item (that item skipped naming ``annotations.<annotator>``).
+
 Choice: a skip quotes what it found bounded (:func:`shown_value`, :func:`cut`): a
 source's name or value of 40,000 characters is shown by its first
 :data:`ECHO_CHARS` and its length, so one report stays one readable line; the
@@ -32,6 +39,7 @@ message to :data:`MESSAGE_CHARS` whatever the converter put there.
 from __future__ import annotations
 
 import os
+import re
 import reprlib
 import stat
 import sys
@@ -45,7 +53,7 @@ from dissensus.errors import ConfigError, InputError
 from dissensus.files import file_kind
 from dissensus.io.jsontext import load_json_file
 from dissensus.io.limits import Overrun, check_record
-from dissensus.types import JsonObject
+from dissensus.types import JsonObject, lone_surrogate_at
 
 __all__ = [
     "ECHO_CHARS",
@@ -57,6 +65,7 @@ __all__ = [
     "check_source_file",
     "cut",
     "load_json_source",
+    "name_problem",
     "over_limits",
     "overrun_message",
     "report_skip",
@@ -179,6 +188,36 @@ def check_source_file(path: Path, what: str) -> None:
         raise ConvertError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(mode):
         raise ConvertError(f"{path}: cannot read {what}: not a regular file ({file_kind(mode)})")
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""A control character: what an agent id may not hold (the models' ``_one_line``)."""
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` (a judge's directory, a model's file, an annotator; a subset's path)
+    cannot be an agent id or part of a panel id, or None: an agent id is one line without
+    control characters, and every id is text (a file name's bytes that are not UTF-8,
+    which Python keeps as lone surrogates, are not). The models would refuse such a name
+    (a traceback, were it not found first)."""
+    if (at := lone_surrogate_at(name)) is not None:
+        try:  # the name's bytes, as the file system holds them: 'J\xff'
+            raw = name[:ECHO_CHARS].encode("utf-8", "surrogateescape")
+            text = "'" + raw.decode("ascii", "backslashreplace") + "'"
+        except UnicodeEncodeError:
+            text = ascii(name[:ECHO_CHARS])
+        more = "..." if len(name) > ECHO_CHARS else ""
+        return (
+            f"{text}{more} is not UTF-8 text (a byte that is not UTF-8 at character "
+            f"{at + 1}); rename it"
+        )
+    found = _CONTROL.search(name)
+    if found is None:
+        return None
+    return (
+        f"{shown_value(name)} holds the control character U+{ord(found.group()):04X}; "
+        "an agent id is one line without control characters"
+    )
 
 
 def over_limits(record: Any) -> Overrun | None:

@@ -53,6 +53,7 @@ from dissensus.convert.skips import (
     Skipped,
     cut,
     load_json_source,
+    name_problem,
     over_limits,
     overrun_message,
     report_skip,
@@ -102,6 +103,8 @@ def _split_labels(annotations: Any) -> dict[str, list[str]]:
     labels: dict[str, list[str]] = {}
     for annotator, raw in annotations.items():
         field = f"annotations.{cut(annotator)}"
+        if (why := name_problem(annotator)) is not None:
+            raise _Malformed(field, f"the annotator {why}")
         if not isinstance(raw, str):
             raise _Malformed(field, "expected comma-separated labels")
         parts = [p.strip() for p in raw.split(",") if p.strip()]
@@ -211,8 +214,8 @@ def item_to_panel(key: str, item: Any) -> Panel:
         # An annotator whose explanations are all blank keeps their label (the vote is the
         # data) with an empty reasoning: the reading names them in missing_reasoning.
         texts = explained[annotator]
-        outputs.append(
-            AgentOutput.model_validate(
+        try:
+            agent = AgentOutput.model_validate(
                 {
                     "agent": annotator,
                     "decision": given[0],
@@ -221,7 +224,9 @@ def item_to_panel(key: str, item: Any) -> Panel:
                     "explanations": texts,
                 }
             )
-        )
+        except ValidationError as exc:  # a skip naming the annotator, never a traceback
+            raise _Malformed(f"annotations.{cut(annotator)}", exc.errors()[0]["msg"]) from exc
+        outputs.append(agent)
     if len(outputs) < 2:
         raise _Malformed("annotations", f"{len(outputs)} annotator(s): a panel needs at least two")
     # Annotators per label: one who wrote a label twice ("neutral,neutral") counts once.

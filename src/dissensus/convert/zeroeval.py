@@ -39,7 +39,9 @@ extractor is not sure of is an abstention):
   (``2:00 pm``, ``3:2``) is no number either (it was read as its last digits).
 
 The reasoning is the JSON ``reasoning`` field when present, else the raw output (the
-strings of ``output`` joined by newlines, nulls left out). An empty output (``output``
+strings of ``output`` joined by newlines, nulls left out); a ``reasoning`` field that
+decodes to a lone surrogate (``"\\ud800"`` written in the block) is not text, and
+counts as absent. An empty output (``output``
 absent, null, ``[]``, or only nulls and blank strings) is an abstention with an
 **empty reasoning**: no text is invented for it, since invented text would enter the
 similarity reading (the ``"(no output)"`` once written for every empty output read as
@@ -90,6 +92,7 @@ from dissensus.convert.skips import (
     Skipped,
     check_source_file,
     load_json_source,
+    name_problem,
     over_limits,
     overrun_message,
     report_skip,
@@ -98,7 +101,7 @@ from dissensus.convert.skips import (
 from dissensus.families import model_family
 from dissensus.io.limits import Overrun
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
-from dissensus.types import AgentOutput, JsonObject, Panel
+from dissensus.types import AgentOutput, JsonObject, Panel, lone_surrogate_at
 
 __all__ = [
     "PLACES",
@@ -265,7 +268,12 @@ def _from_json(text: str) -> tuple[_Stated, str | None]:
     if not isinstance(data, dict):
         return _UNSTATED, None
     reasoning = data.get("reasoning")
-    trace = reasoning if isinstance(reasoning, str) and reasoning.strip() else None
+    # A reasoning that decodes to a lone surrogate ("\\ud800" in the block) is no text:
+    # no reader takes it, so the raw output, which the model did write, is the trace.
+    usable = (
+        isinstance(reasoning, str) and reasoning.strip() and lone_surrogate_at(reasoning) is None
+    )
+    trace = reasoning if usable else None
     if "answer" not in data:
         return _UNSTATED, trace
     answer = data["answer"]
@@ -427,6 +435,8 @@ def zeroeval_source_files(directory: str | Path) -> list[Path]:
     files = sorted(root.glob("*.json"))
     for file in files:
         check_source_file(file, "a ZeroEval model file")
+        if (why := name_problem(file.stem)) is not None:
+            raise ConvertError(f"{file}: the model's name {why}")
     if len(files) < 2:
         raise ConvertError(f"{root}: need at least two model files (*.json), found {len(files)}")
     return files

@@ -9,7 +9,12 @@ Choices: blank lines are skipped silently (they are not records); a line that is
 valid JSON but not an object is rejected with field ``<root>``; files are read with
 ``surrogateescape`` so that a line that is not valid UTF-8 is rejected on its own
 (field ``<encoding>``) and the lines around it are still read. A UTF-8 byte order mark
-at the start of the first line is skipped. A line nested deeper than
+at the start of the first line is skipped; one that begins a later line (files joined
+with ``cat``, each saved with a mark) rejects that line saying so, not with the parser's
+advice to "decode using utf-8-sig". A file (or standard input) that is no UTF-8
+text at all -- UTF-16 or UTF-32, gzip, bzip2, xz or zstd output, a zip archive, told by
+its first bytes (:func:`not_text`) -- is one error naming it and what it is (exit 2,
+before anything is read), not a reject per line none of which says why. A line nested deeper than
 :data:`MAX_DEPTH` arrays/objects is rejected (field ``<depth>``) before any model sees
 it, so no reader can overflow the stack. Non-finite numbers (``NaN``, ``Infinity``,
 ``1e999``) and lone surrogate escapes (``"\\ud800"``) are rejected naming the path of
@@ -61,6 +66,11 @@ of whoever reads the output. The line is still valid JSON with the same value; i
 searched first and copied only when it holds one (an ASCII line costs two scans in C).
 The journal's text, which is hashed, is :mod:`dissensus.store.canonical`'s, untouched.
 
+A :class:`Reject` keeps the line (or, for a line over the bound, its start) as valid
+text: bytes that are not UTF-8, which the reader holds as lone surrogates, are U+FFFD
+in it, so every reject can be written to ``--rejects`` and the journal (the start of an
+overlong line holding such bytes was a traceback there).
+
 ``dissensus route``, which only reads panels, puts one more tier in front:
 :func:`dissensus.io.views.read_panel_views` decodes a line with msgspec into a
 read-only view, and hands every line it does not accept to :func:`parse_line`.
@@ -76,7 +86,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, field_validator
 
 from dissensus.io.jsontext import (
     DEPTH_FIELD,
@@ -97,14 +107,17 @@ from dissensus.quoting import json_shown, message_line
 from dissensus.types import Panel, VoteCase, lone_surrogate_at
 
 __all__ = [
+    "HEAD_BYTES",
     "MAX_DEPTH",
     "Reject",
     "RejectSink",
     "blank_line",
     "bounded",
     "bounded_lines",
+    "check_text_file",
     "json_depth",
     "model_keys",
+    "not_text",
     "open_text",
     "overlong",
     "parse_line",
@@ -131,6 +144,19 @@ class Reject(BaseModel):
     field: str
     message: str
     raw: str = ""
+    """The line (or its start), as valid text: bytes that are not UTF-8 (which the
+    reader keeps as lone surrogates) are U+FFFD, so a reject can always be written."""
+
+    @field_validator("raw")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        if lone_surrogate_at(value) is None:
+            return value
+        try:
+            data = value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a surrogate no undecodable byte stands for
+            data = value.encode("utf-8", "replace")
+        return data.decode("utf-8", "replace")
 
     def describe(self) -> str:
         return f"{self.file}:{self.line}: field {self.field!r}: {self.message}"
@@ -140,15 +166,106 @@ class Reject(BaseModel):
 def open_text(path: str | Path) -> Iterator[IO[str]]:
     """Open ``path`` for reading, ``-`` meaning standard input, both with universal
     newlines (``\\n``, ``\\r\\n`` and a lone ``\\r`` end a line: a file's lines and
-    the same bytes piped in are the same lines)."""
+    the same bytes piped in are the same lines). Either is an
+    :class:`~dissensus.errors.InputError` naming it when its first bytes say it is no
+    UTF-8 text at all (:func:`not_text`: UTF-16, gzip, ...)."""
     if str(path) == "-":
         stdin = sys.stdin
+        why = not_text(_head(stdin))
+        if why is not None:
+            from dissensus.errors import InputError
+
+            raise InputError(f"standard input: {why}")
         if hasattr(stdin, "reconfigure"):
             stdin.reconfigure(encoding="utf-8", errors="surrogateescape", newline=None)
         yield stdin
         return
     with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+        why = not_text(_head(handle))
+        if why is not None:
+            from dissensus.errors import InputError
+
+            raise InputError(f"{path}: {why}")
         yield handle
+
+
+_UTF16 = "it is UTF-16; save it as UTF-8"
+_UTF32 = "it is UTF-32; save it as UTF-8"
+_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (
+        b"\x1f\x8b\x08",
+        "it is gzip-compressed; decompress it first (gzip -dc FILE | dissensus ... -)",
+    ),
+    (b"\xfd7zXZ\x00", "it is xz-compressed; decompress it first (xz -dc)"),
+    (b"\x28\xb5\x2f\xfd", "it is zstd-compressed; decompress it first (zstd -dc)"),
+    (b"PK\x03\x04", "it is a zip archive; extract the file first"),
+)
+"""The first bytes of compressed files and archives, and what they are."""
+
+HEAD_BYTES = 6
+"""Bytes of a file's beginning :func:`not_text` looks at."""
+
+
+def not_text(head: bytes) -> str | None:
+    """Why a file beginning with ``head`` (its first :data:`HEAD_BYTES` bytes, or all of
+    a shorter file) is not UTF-8 JSONL, or None.
+
+    UTF-32 and UTF-16 are told by their byte order mark followed by a character of
+    ASCII (a NUL byte in its code unit: a JSONL record begins with ``{``, white space
+    before it), or by ``{`` and a NUL byte without one; compressed files and archives
+    by their magic numbers. A file that is none of these is read line by line, a line
+    that is not UTF-8 rejected on its own (a first line that begins with the bytes of a
+    byte order mark but holds no NUL after them is such a line). Read line by line, a
+    UTF-16 or gzip file was a reject per line, none of them saying why.
+    """
+    if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        return f"not UTF-8 text ({_UTF32})"
+    if head.startswith(b"\xff\xfe") and (len(head) == 2 or head[3:4] == b"\x00"):
+        return f"not UTF-8 text ({_UTF16})"
+    if head.startswith(b"\xfe\xff") and (len(head) == 2 or head[2:3] == b"\x00"):
+        return f"not UTF-8 text ({_UTF16})"
+    if head.startswith((b"{\x00", b"\x00{")):
+        return f"not UTF-8 text ({_UTF16})"
+    if head.startswith(b"BZh") and head[3:4].isdigit() and head[4:6] in (b"1A", b"\x17r"):
+        return "not UTF-8 text (it is bzip2-compressed; decompress it first (bzip2 -dc))"
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return f"not UTF-8 text ({what})"
+    return None
+
+
+def check_text_file(path: str | Path) -> None:
+    """Raise :class:`~dissensus.errors.InputError` naming ``path`` when the file begins as
+    no UTF-8 text does (:func:`not_text`); an unreadable file is left to its reader."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(HEAD_BYTES)
+    except OSError:
+        return
+    why = not_text(head)
+    if why is not None:
+        from dissensus.errors import InputError
+
+        raise InputError(f"{path}: {why}")
+
+
+def _head(handle: IO[str]) -> bytes:
+    """The first bytes a text stream not yet read holds, none of them consumed: peeked
+    (a pipe, a file), or read and sought back (a seekable buffer); ``b""`` when neither
+    can be."""
+    buffer = getattr(handle, "buffer", None)
+    try:
+        peek = getattr(buffer, "peek", None)
+        if callable(peek):
+            return bytes(peek(HEAD_BYTES)[:HEAD_BYTES])
+        if buffer is not None and buffer.seekable():
+            where = buffer.tell()
+            head = bytes(buffer.read(HEAD_BYTES))
+            buffer.seek(where)
+            return head
+    except (OSError, ValueError):  # closed, or not a stream: the reader finds out
+        pass
+    return b""
 
 
 def _field_of(error: ValidationError) -> tuple[str, str]:
@@ -308,13 +425,20 @@ def _shallow(panel: Panel) -> bool:
     return True
 
 
+_LATE_BOM = (
+    "invalid JSON: the line begins with a byte order mark (U+FEFF), skipped only before "
+    "the first line (files joined with cat? remove the mark)"
+)
+
+
 def _parse_reference(model: type[M], raw: str, *, file: str, line: int) -> M | Reject:
     """The reference path of :func:`parse_line` (``raw``: line end and BOM removed)."""
-    if lone_surrogate_at(raw) is not None:
-        clean = raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if lone_surrogate_at(raw) is not None:  # raw made valid text by the Reject
         return Reject(
-            file=file, line=line, field="<encoding>", message="line is not valid UTF-8", raw=clean
+            file=file, line=line, field="<encoding>", message="line is not valid UTF-8", raw=raw
         )
+    if raw.startswith("\ufeff"):  # the parser's own words: "decode using utf-8-sig"
+        return Reject(file=file, line=line, field=JSON_FIELD, message=_LATE_BOM, raw=raw)
     try:
         data = parse_json(raw)
         if not isinstance(data, dict):

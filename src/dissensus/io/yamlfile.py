@@ -25,6 +25,10 @@ Problem, task, policy, rules, scripted-model and calibration files are all read 
   file, exit 2).
 * An integer of more digits than Python converts (``sys.get_int_max_str_digits()``,
   4,300 by default) is an error naming its line, as the JSON loader refuses one.
+* A value its explicit tag cannot read (``!!bool maybe``, ``!!timestamp soon``,
+  ``!!int x``, ``!!set [1]``) is an error naming its line, the tag and the value: the
+  constructors' own exceptions (a ``KeyError``, an ``AttributeError``, a ``TypeError``)
+  were tracebacks, and ``!!int x`` was said to have more than 4,300 digits.
 * :func:`yaml_line_of` finds the line a dotted field is written on, so an error a
   reader of the data raises (a policy's field out of range) can name it too.
 * A character YAML does not allow in a document (a NUL byte, another control
@@ -69,9 +73,31 @@ class _Loader(_BASE):  # type: ignore[misc]
 
     def construct_document(self, node: yaml.Node) -> Any:
         _check_size(node)
-        return super().construct_document(node)
+        try:
+            return super().construct_document(node)
+        except _UNCONVERTED as exc:  # a safeguard: construct_object names the line first
+            raise _BadValue(f"invalid YAML: {_said(exc)}") from None
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except _UNCONVERTED as exc:
+            # A tagged value its tag cannot read (``!!bool maybe``, ``!!timestamp soon``):
+            # the constructors' own exceptions, not YAML errors, were tracebacks.
+            line = node.start_mark.line + 1
+            value = f" {_shown(node.value)}" if isinstance(node, yaml.ScalarNode) else ""
+            # A ValueError says why (``month must be in 1..12``); the others are the
+            # constructors' internals (``'NoneType' object has no attribute 'groupdict'``).
+            why = _said(exc) if isinstance(exc, ValueError) else ""
+            why = "" if why.startswith("could not convert") else f" ({why})" if why else ""
+            raise _BadValue(
+                f"invalid YAML at line {line}: {node.tag.rpartition(':')[2] or node.tag}"
+                f"{value} cannot be read as one{why}"
+            ) from None
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if not isinstance(node, yaml.MappingNode):  # ``!!set [1]``: the base words it
+            return super().construct_mapping(node, deep=deep)
         seen: set[Any] = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -91,10 +117,16 @@ class _Loader(_BASE):  # type: ignore[misc]
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
         try:
             value: int = super().construct_yaml_int(node)
-        except ValueError:  # more digits than Python converts (4,300 by default)
+        except ValueError:
             line = node.start_mark.line + 1
-            raise _TooLarge(
-                f"an integer of more than {sys.get_int_max_str_digits()} digits at line {line}"
+            digits = str(node.value).replace("_", "").lstrip("+-")
+            if digits.isdecimal() and len(digits) > sys.get_int_max_str_digits():
+                raise _TooLarge(
+                    f"an integer of more than {sys.get_int_max_str_digits()} digits at line {line}"
+                ) from None
+            # ``!!int x``: no integer at all (it was said to be one of too many digits).
+            raise _BadValue(
+                f"invalid YAML at line {line}: {_shown(node.value)} is not an integer"
             ) from None
         return value
 
@@ -108,6 +140,26 @@ class _Duplicate(Exception):
 
 class _TooLarge(Exception):
     pass
+
+
+class _BadValue(Exception):
+    """A value its tag's constructor cannot read, with its line."""
+
+
+_UNCONVERTED = (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError)
+"""What PyYAML's constructors raise on a value they cannot read (their own bugs' kinds:
+``!!bool maybe`` is a ``KeyError``, ``!!timestamp soon`` an ``AttributeError``)."""
+
+
+def _shown(value: object) -> str:
+    """A scalar's text as a message quotes it: its ``repr``, at most 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:80]}... ({len(text)} characters)"
+
+
+def _said(exc: BaseException) -> str:
+    """An exception's message on one line (its type when it says nothing)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _check_size(root: yaml.Node) -> None:
@@ -194,7 +246,7 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
         data = yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
     except _Duplicate as exc:
         raise ConfigError(str(exc), file=file) from None
-    except _TooLarge as exc:
+    except (_TooLarge, _BadValue) as exc:
         raise ConfigError(str(exc), file=file) from None
     except RecursionError:
         raise ConfigError("the document is nested too deeply", file=file) from None

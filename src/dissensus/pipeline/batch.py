@@ -156,7 +156,14 @@ from pydantic import ValidationError
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.files import file_kind
-from dissensus.io.jsonl import Reject, blank_line, bounded_lines, parse_line
+from dissensus.io.jsonl import (
+    HEAD_BYTES,
+    Reject,
+    blank_line,
+    bounded_lines,
+    not_text,
+    parse_line,
+)
 from dissensus.pipeline.engine import followup_outcome
 from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunContext
 from dissensus.pipeline.records import CaseRecord
@@ -492,6 +499,8 @@ def _read_stdin(limit: int | None = None) -> bytes:
             f"standard input holds more than {_size(limit)}: a run journals its "
             "standard input whole; write it to a file and give the file's path instead of -"
         )
+    if (why := not_text(data[:HEAD_BYTES])) is not None:  # UTF-16, gzip: no run of it
+        raise InputError(f"standard input: {why}")
     return data
 
 
