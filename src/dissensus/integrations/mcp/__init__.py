@@ -13,7 +13,7 @@ tool                         input -> output
 ``negotiate``                ``Problem`` -> ``Certificate`` (``negotiate --json``)
 ``verify_certificate``       certificate JSON -> ``Verdict`` (``verify --json``)
 ``bound``                    agents (1-256), rounds (0-1,000) -> ``Bound`` (``bound --json``)
-``review_list``              -> ``list[ReviewEntry]`` (``review list --json``, with hashes)
+``review_list``              ``limit``, ``after`` -> a page of ``list[ReviewEntry]`` (hashes)
 ``review_show``              review id -> ``ReviewView`` (item, status, resolution, hash)
 ``review_resolve``           id, decision, note, ``content_sha256`` -> ``CaseRecord``
 ``runs_list``                ``limit``, ``after`` -> ``list[RunSummary]`` (``runs list --json``)
