@@ -129,7 +129,13 @@ Choices where the frameworks are silent:
   recorded as every message names it, a ``postgresql://`` URL's password masked
   (:func:`~dissensus.store.targets.mask_url`): the log is shared and viewed. The
   reducer still writes to the journal the URL names; re-creating it from the log needs
-  the password from libpq's own sources (``PGPASSWORD``, ``~/.pgpass``).
+  the password from libpq's own sources (``PGPASSWORD``, ``~/.pgpass``). A ``policy``
+  given as a :class:`~dissensus.pipeline.RunSpec` is recorded without the content of
+  the files it loaded (``acceptance``, ``calibration``, ``guard_calibration``), which
+  its ``files`` name by path and sha256: Inspect wrote the whole spec, the learned
+  acceptance file's calibration vectors included (150 kB for the LLMBar file), into the
+  log's header and into every sample's score, so an eval of 20 samples logged 14.6 MB
+  where the same eval with the policy file's path logged 0.3 MB.
 * Inspect calls reducers synchronously inside its event loop, so the pipeline runs on a
   worker thread for the duration of the call.
 """
@@ -685,9 +691,13 @@ class _Reducer:
     shared and viewed, never the place of a credential."""
 
     _reduce: Callable[[list[Score]], Score]
+    _policy: JsonObject | None
 
-    def __init__(self, reduce: Callable[[list[Score]], Score]) -> None:
+    def __init__(
+        self, reduce: Callable[[list[Score]], Score], policy: JsonObject | None = None
+    ) -> None:
         object.__setattr__(self, "_reduce", reduce)
+        object.__setattr__(self, "_policy", policy)
 
     @property
     def __name__(self) -> str:
@@ -700,7 +710,20 @@ class _Reducer:
         # Inspect tags the reducer with its creation parameters (setattr), once made.
         if isinstance(value, dict) and isinstance(value.get("journal"), str):
             value = {**value, "journal": mask_url(value["journal"])}
+        if isinstance(value, dict) and "policy" in value and self._policy is not None:
+            value = {**value, "policy": self._policy}
         object.__setattr__(self, name, value)
+
+
+def _recorded_policy(policy: object) -> JsonObject | None:
+    """What the eval log records of a ``policy`` given as a :class:`RunSpec` (``None``:
+    the argument as Inspect records it): the spec without the content of the files it
+    loaded, which its ``files`` name by path and sha256."""
+    if not isinstance(policy, RunSpec):
+        return None
+    return policy.model_dump(
+        mode="json", exclude={"acceptance", "calibration", "guard_calibration"}
+    )
 
 
 @score_reducer(name="dissensus")
@@ -770,7 +793,7 @@ def dissensus_reducer(
             )
         return Score(value=value, answer=record.action, explanation=explanation, metadata=meta)
 
-    return _Reducer(reduce)
+    return _Reducer(reduce, _recorded_policy(policy))
 
 
 @score_reducer(name="dissensus/dissensus")
