@@ -86,7 +86,12 @@ Choices where the framework is silent:
   is opened and closed once when the node is made (an SQLite file not there yet is
   created): anything that is no path (``journal=5``) or a journal that cannot be opened
   (a directory, in a folder that does not exist) is a ConfigError naming ``journal``
-  then, not a failure of every call. It is opened as every door opens a journal
+  then, not a failure of every call. A relative path is resolved then, against the
+  working folder the node is made in, as the Inspect reducer resolves one: opened per
+  call against the working folder of the moment, a node made in one folder and called
+  after the application (a notebook's ``%cd``) had moved to another decided into a new
+  journal there, its review items absent from the journal the node had checked. It is
+  opened as every door opens a journal
   (:func:`dissensus.store.journal.open_journal`): with ``$DISSENSUS_SIGNING_KEY`` set,
   each run the node decides or resolves is sealed, and a key set but unusable is a
   ConfigError naming the variable when the node is made.
@@ -235,7 +240,8 @@ class DecisionNode:
         # when the graph is built, not at its first case.
         self.spec = RunSpec.from_policy(policy, base_dir=policy_dir)
         self.policy = self.spec.policy
-        self.journal = checked_journal(journal)
+        # Against the working folder now: the journal checked here is the one every call uses.
+        self.journal = checked_journal(journal, resolve=True)
         self.panel = panel
         self.on_escalate = on_escalate
         self.goto = dict(goto)
