@@ -75,7 +75,8 @@ Choices where the frameworks are silent:
   SQLite file not there yet is created). A relative path is resolved then, against the
   working folder the policy file is read from (``inspect eval`` makes a task in the task
   file's folder and restores the launch folder before it reduces), never at a
-  reduction: anything that is no path (``journal=5``) or a
+  reduction: anything that is no path (``journal=5``), an empty or blank path (which the
+  error says is not the in-memory journal leaving ``journal`` out gives) or a
   journal that cannot be opened (a directory, in a folder that does not exist) is a
   :class:`~dissensus.errors.ConfigError` naming ``journal``, not a failure of every
   sample in an eval reported as a success. A journal that cannot be opened at a
@@ -756,6 +757,14 @@ def dissensus_reducer(
     # Against the folder the policy is read from (the task's, where Inspect makes it):
     # Inspect restores the launch folder before it reduces.
     # In memory too, so that a signing key that cannot be used is named now, not per sample.
+    if isinstance(journal, str) and not journal.strip():
+        # Not the CLI's words ("leave the option out for $DISSENSUS_JOURNAL"): left out
+        # here, the journal is in memory.
+        raise ConfigError(
+            "the journal is an empty path: name an SQLite file or a postgresql:// URL, or "
+            "leave journal out for a journal in memory (nothing kept after the eval)",
+            field="journal",
+        )
     target = checked_journal(MEMORY if journal is None else journal, resolve=True)
 
     def reduce(scores: list[Score]) -> Score:
