@@ -49,7 +49,8 @@ Choices where the frameworks are silent:
   the field: a text (the
   explanation, the value, the grader's name, the family) over
   :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters is cut to it, a lone
-  surrogate is read as U+FFFD, and a ``family`` that is not text or ``evidence`` not in
+  surrogate is read as U+FFFD (a grader with no explanation reasons ``name: value``, cut
+  to the same bound), and a ``family`` that is not text or ``evidence`` not in
   the shape above is left out, as is a ``confidence`` that is not a number in [0, 1]
   (words, a boolean, NaN, 5, an integer too large for a float). A sample whose panel
   is still refused -- more text than a record holds, a value no label holds (an integer
@@ -351,13 +352,21 @@ def _output(name: str, score: Score | None, notes: list[str]) -> AgentOutput:
         return AgentOutput(
             agent=name,
             decision=decision,
-            reasoning=reasoning or (DECLINED if decision is None else f"{name}: {decision}"),
+            reasoning=reasoning or _stand_in(name, decision),
             family=family,
             confidence=confidence,
             evidence=evidence,
         )
     except ValidationError as exc:
         raise _Unfit(f"{_who(name)}: {_one_line(exc)}") from None
+
+
+def _stand_in(name: str, decision: str | None) -> str:
+    """The reasoning of a grader that gave no explanation: ``name: decision`` (or
+    :data:`DECLINED`), at most :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters. A
+    value cut to that bound made the text longer than a field holds, and the sample was
+    refused for a reasoning the grader never gave."""
+    return DECLINED if decision is None else f"{name}: {decision}"[:MAX_FIELD_CHARS]
 
 
 def scores_panel(
