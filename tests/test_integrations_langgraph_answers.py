@@ -189,11 +189,30 @@ def _numbered(config: Any) -> Any:
     return 42
 
 
+def _escaped(config: Any) -> Any:
+    return "kim\x1b[31m"
+
+
+def _long(config: Any) -> Any:
+    return "k" * 300
+
+
+def _configured_number(config: Any) -> Any:
+    """The default resolver, with ``configurable.reviewer`` a number (was journalled as "7")."""
+    from dissensus.integrations.langgraph import config_reviewer
+
+    return config_reviewer({"configurable": {"reviewer": 7}})
+
+
 @pytest.mark.parametrize(
     ("resolver", "says"),
     [
         (_broken, "the reviewer resolver _broken failed: KeyError: 'who'"),
         (_numbered, "the reviewer resolver _numbered returned int, not a name"),
+        # A name no resolution may hold was the reviewer's error, asked again and again.
+        (_escaped, "the name the reviewer resolver _escaped returned may not hold control"),
+        (_long, "the name the reviewer resolver _long returned is 300 characters long"),
+        (_configured_number, "the reviewer resolver _configured_number returned int"),
     ],
 )
 def test_a_reviewer_resolver_that_fails_is_a_config_error_naming_it(
@@ -293,3 +312,15 @@ def test_a_key_in_the_state_is_not_warned_of(
         out = app.invoke({"case": "c4", "kind": "conflict"}, _config("t1"))
     assert out["other"]["action"] == "escalate"
     assert not [r for r in caplog.records if r.name == "dissensus.integrations.langgraph"]
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_a_blank_reviewer_name_is_unset_not_journalled(tmp_path: Path, blank: str) -> None:
+    """``configurable.reviewer`` empty or blank (an unset variable) leaves the resolution
+    unnamed, as an empty ``--reviewer`` does; it was journalled as the reviewer ``''``."""
+    path = tmp_path / "j.sqlite"
+    app = build(_memory(), str(path))
+    config = {"configurable": {"thread_id": "t-blank", "reviewer": blank}}
+    value = app.invoke({"case": "c7", "kind": "conflict"}, config)["__interrupt__"][0].value
+    out = app.invoke(_resume(_answer(value, "2", "fine")), config)
+    assert out["dissensus"]["resolution"] == {"decision": "2", "note": "fine", "reviewer": None}

@@ -70,7 +70,14 @@ Choices where the framework is silent:
   reviewer holds a live claim on the case (the node interrupts again with the reason).
   A resolver that raises or returns anything but a string or ``None`` fails the run
   with a :class:`~dissensus.errors.ConfigError` naming the resolver: the application's
-  error, not the reviewer's (resumed again once fixed, the held answer is tried).
+  error, not the reviewer's (resumed again once fixed, the held answer is tried). So
+  does a name no resolution may hold, by the rule of ``review resolve --reviewer`` and
+  ``dissensus mcp --reviewer`` (a control or invisible character, more than 128
+  characters): it was shown to the reviewer as their answer's error, which no answer
+  could mend, and the node asked again and again. A blank name is unset (``None``), as
+  an empty ``--reviewer`` is: it was journalled as the reviewer ``''``. The default
+  resolver takes the configured value as it is: a number or a mapping there is refused,
+  not journalled as its ``str``.
 * **Shift watch**: the node makes one run per panel, too few cases for a run's own
   shift check, so it keeps a shift watch (:mod:`dissensus.pipeline.shift_watch`) and
   steps it after each decision: every ``shift_every`` judged cases (default 100; 0: no
@@ -128,7 +135,7 @@ from dissensus.integrations._review import (
 )
 from dissensus.pipeline import CaseRecord, RunSpec, decide
 from dissensus.pipeline.records import FinalAction
-from dissensus.pipeline.review import find_item
+from dissensus.pipeline.review import find_item, reviewer_name_problem
 from dissensus.pipeline.shift_watch import EVERY, ShiftWatch
 from dissensus.pipeline.spec import PolicyLike
 from dissensus.store import Journal
@@ -156,9 +163,10 @@ def _as_panel(built: object) -> Panel:
 
 
 def config_reviewer(config: RunnableConfig) -> str | None:
-    """The default reviewer resolver: ``config["configurable"]["reviewer"]``."""
-    value = (config.get("configurable") or {}).get("reviewer")
-    return None if value is None else str(value)
+    """The default reviewer resolver: ``config["configurable"]["reviewer"]``, as it is set
+    (a value that is no string is refused by the node, never made a name by ``str``)."""
+    value: str | None = (config.get("configurable") or {}).get("reviewer")
+    return value
 
 
 def node_run_id(config: RunnableConfig) -> str:
@@ -355,7 +363,14 @@ class DecisionNode:
                 "not a name (a string) or None",
                 field="reviewer",
             )
-        return who
+        if who is None or not who.strip():
+            return None  # blank: unset, as an empty --reviewer or $DISSENSUS_REVIEWER is
+        problem = reviewer_name_problem(
+            who.strip(), f"the name the reviewer resolver {name} returned"
+        )
+        if problem is not None:
+            raise ConfigError(problem, field="reviewer")
+        return who.strip()
 
     def _command(self, record: CaseRecord) -> Command[Any]:
         update = {self.key: record.model_dump(mode="json")}
