@@ -21,7 +21,7 @@ from pydantic import Field
 
 from dissensus.errors import InputError
 from dissensus.integrations._review import resolve_checked
-from dissensus.integrations.mcp.arguments import JournalArg
+from dissensus.integrations.mcp.arguments import JournalArg, with_untrusted_text
 from dissensus.integrations.mcp.errors import _reported, _run_argument
 from dissensus.integrations.mcp.settings import _Settings
 from dissensus.outputs import ResolutionInfo, ReviewEntry, ReviewView
@@ -85,9 +85,17 @@ def add_review_tools(server: MCPServer, settings: _Settings) -> None:
                 reviewer=settings.reviewer,
             )
 
-    server.add_tool(_reported(review_list), name="review_list")
-    server.add_tool(_reported(review_show), name="review_show")
-    server.add_tool(_reported(review_resolve), name="review_resolve")
+    server.add_tool(
+        _reported(review_list), name="review_list", description=with_untrusted_text(review_list)
+    )
+    server.add_tool(
+        _reported(review_show), name="review_show", description=with_untrusted_text(review_show)
+    )
+    server.add_tool(
+        _reported(review_resolve),
+        name="review_resolve",
+        description=with_untrusted_text(review_resolve),
+    )
 
 
 def _after_item(store: Journal, after: str) -> None:
