@@ -324,3 +324,36 @@ def test_a_blank_reviewer_name_is_unset_not_journalled(tmp_path: Path, blank: st
     value = app.invoke({"case": "c7", "kind": "conflict"}, config)["__interrupt__"][0].value
     out = app.invoke(_resume(_answer(value, "2", "fine")), config)
     assert out["dissensus"]["resolution"] == {"decision": "2", "note": "fine", "reviewer": None}
+
+
+def test_a_busy_journal_fails_the_run_and_the_held_answer_is_tried_on_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal locked by another writer while an answer is resolved was shown to the
+    reviewer as the error of their answer (``journal ... is locked by another writer``),
+    which no answer could mend. The run fails with the journal's error, nothing is
+    journalled, and resumed once the lock is gone, the held answer resolves the case."""
+    import sqlite3
+
+    from dissensus.store import JournalError
+
+    monkeypatch.setenv("DISSENSUS_JOURNAL_BUSY_TIMEOUT", "0.5")
+    path = tmp_path / "j.sqlite"
+    app = build(_memory(), str(path))
+    config = _config("t-busy")
+    value = app.invoke({"case": "c8", "kind": "conflict"}, config)["__interrupt__"][0].value
+    lock = sqlite3.connect(path, isolation_level=None)
+    try:
+        lock.execute("BEGIN IMMEDIATE")
+        with pytest.raises(JournalError, match="locked"):
+            app.invoke(_resume(_answer(value, "2", "checked twice")), config)
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    assert _resolutions(path, value["review_id"]) == []
+    out = app.invoke(None, config)
+    assert out["dissensus"]["resolution"] == {
+        "decision": "2",
+        "note": "checked twice",
+        "reviewer": "kim",
+    }

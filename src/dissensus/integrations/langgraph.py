@@ -78,6 +78,12 @@ Choices where the framework is silent:
   an empty ``--reviewer`` is: it was journalled as the reviewer ``''``. The default
   resolver takes the configured value as it is: a number or a mapping there is refused,
   not journalled as its ``str``.
+* **A journal that fails while an answer is resolved** (busy past
+  ``$DISSENSUS_JOURNAL_BUSY_TIMEOUT``, unreachable) fails the run with its
+  :class:`~dissensus.store.JournalError`; nothing is journalled, and the held answer is
+  tried again when the graph is resumed (``invoke(None, config)``). It was shown to the
+  reviewer as the error of their answer (``journal /srv/j.sqlite is locked by another
+  writer``), which the answer could not mend.
 * **Shift watch**: the node makes one run per panel, too few cases for a run's own
   shift check, so it keeps a shift watch (:mod:`dissensus.pipeline.shift_watch`) and
   steps it after each decision: every ``shift_every`` judged cases (default 100; 0: no
@@ -138,7 +144,7 @@ from dissensus.pipeline.records import FinalAction
 from dissensus.pipeline.review import find_item, reviewer_name_problem
 from dissensus.pipeline.shift_watch import EVERY, ShiftWatch
 from dissensus.pipeline.spec import PolicyLike
-from dissensus.store import Journal
+from dissensus.store import Journal, JournalError
 from dissensus.types import Panel
 
 __all__ = ["DecisionNode", "config_reviewer", "decision_node", "node_run_id"]
@@ -342,6 +348,10 @@ class DecisionNode:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "resume"
             return None, f"field {where!r}: {first['msg']}"
+        except JournalError:
+            # The journal's failure (busy past its timeout, unreachable), not the answer's:
+            # the run fails, and the held answer is tried again when it is resumed.
+            raise
         except DissensusError as exc:
             return None, str(exc)
 
