@@ -785,3 +785,21 @@ def test_a_graders_name_in_a_reason_is_escaped() -> None:
     with pytest.raises(InputError) as refused:
         scores_panel(scores)
     assert "\x1b" not in str(refused.value) and "g\\x1b[31mRED" in str(refused.value)
+
+
+def test_a_long_value_with_no_explanation_is_cut_not_refused() -> None:
+    """A value cut to 32,768 characters and no explanation: the reasoning the reducer
+    stands in (``name: value``) was longer than a field holds, and the sample was
+    refused for a reasoning the grader never gave
+    (``field 'outputs.0.reasoning': 32772 characters``)."""
+    from inspect_ai.scorer import Score
+
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    scores = _three()
+    scores[0] = Score(value="x" * 40_000, metadata={"grader": "g1"})
+    score = dissensus_reducer(policy=POLICY)(scores)
+    assert score.answer != "error", score.explanation
+    assert score.metadata is not None
+    assert score.metadata["notes"] == ["g1: value: cut from 40000 to 32768 characters (the most a field holds)"]  # fmt: skip
+    assert score.metadata["n_graders"] == 3 and score.value == "C"

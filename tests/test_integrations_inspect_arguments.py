@@ -66,3 +66,19 @@ def test_a_missing_file_is_still_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="file not found") as err:
         dissensus_reducer(policy=POLICY, acceptance=str(tmp_path / "none.json"))
     assert err.value.field == "acceptance"
+
+
+@pytest.mark.parametrize("journal", ["", "   "])
+def test_an_empty_journal_says_what_leaving_it_out_does_here(journal: str) -> None:
+    """An empty ``journal`` (``os.environ.get("JOURNAL", "")``) is refused naming it, and
+    the error says that leaving it out gives a journal in memory: it said "leave the
+    option out for $DISSENSUS_JOURNAL or ./dissensus-journal.sqlite", the CLI's words,
+    which the reducer never reads."""
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    with pytest.raises(ConfigError) as err:
+        dissensus_reducer(policy=POLICY, journal=journal)
+    assert err.value.field == "journal"
+    assert "in memory" in str(err.value)
+    assert "DISSENSUS_JOURNAL" not in str(err.value) and "--" not in str(err.value)

@@ -189,11 +189,30 @@ def _numbered(config: Any) -> Any:
     return 42
 
 
+def _escaped(config: Any) -> Any:
+    return "kim\x1b[31m"
+
+
+def _long(config: Any) -> Any:
+    return "k" * 300
+
+
+def _configured_number(config: Any) -> Any:
+    """The default resolver, with ``configurable.reviewer`` a number (was journalled as "7")."""
+    from dissensus.integrations.langgraph import config_reviewer
+
+    return config_reviewer({"configurable": {"reviewer": 7}})
+
+
 @pytest.mark.parametrize(
     ("resolver", "says"),
     [
         (_broken, "the reviewer resolver _broken failed: KeyError: 'who'"),
         (_numbered, "the reviewer resolver _numbered returned int, not a name"),
+        # A name no resolution may hold was the reviewer's error, asked again and again.
+        (_escaped, "the name the reviewer resolver _escaped returned may not hold control"),
+        (_long, "the name the reviewer resolver _long returned is 300 characters long"),
+        (_configured_number, "the reviewer resolver _configured_number returned int"),
     ],
 )
 def test_a_reviewer_resolver_that_fails_is_a_config_error_naming_it(
@@ -293,3 +312,48 @@ def test_a_key_in_the_state_is_not_warned_of(
         out = app.invoke({"case": "c4", "kind": "conflict"}, _config("t1"))
     assert out["other"]["action"] == "escalate"
     assert not [r for r in caplog.records if r.name == "dissensus.integrations.langgraph"]
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_a_blank_reviewer_name_is_unset_not_journalled(tmp_path: Path, blank: str) -> None:
+    """``configurable.reviewer`` empty or blank (an unset variable) leaves the resolution
+    unnamed, as an empty ``--reviewer`` does; it was journalled as the reviewer ``''``."""
+    path = tmp_path / "j.sqlite"
+    app = build(_memory(), str(path))
+    config = {"configurable": {"thread_id": "t-blank", "reviewer": blank}}
+    value = app.invoke({"case": "c7", "kind": "conflict"}, config)["__interrupt__"][0].value
+    out = app.invoke(_resume(_answer(value, "2", "fine")), config)
+    assert out["dissensus"]["resolution"] == {"decision": "2", "note": "fine", "reviewer": None}
+
+
+def test_a_busy_journal_fails_the_run_and_the_held_answer_is_tried_on_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal locked by another writer while an answer is resolved was shown to the
+    reviewer as the error of their answer (``journal ... is locked by another writer``),
+    which no answer could mend. The run fails with the journal's error, nothing is
+    journalled, and resumed once the lock is gone, the held answer resolves the case."""
+    import sqlite3
+
+    from dissensus.store import JournalError
+
+    monkeypatch.setenv("DISSENSUS_JOURNAL_BUSY_TIMEOUT", "0.5")
+    path = tmp_path / "j.sqlite"
+    app = build(_memory(), str(path))
+    config = _config("t-busy")
+    value = app.invoke({"case": "c8", "kind": "conflict"}, config)["__interrupt__"][0].value
+    lock = sqlite3.connect(path, isolation_level=None)
+    try:
+        lock.execute("BEGIN IMMEDIATE")
+        with pytest.raises(JournalError, match="locked"):
+            app.invoke(_resume(_answer(value, "2", "checked twice")), config)
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    assert _resolutions(path, value["review_id"]) == []
+    out = app.invoke(None, config)
+    assert out["dissensus"]["resolution"] == {
+        "decision": "2",
+        "note": "checked twice",
+        "reviewer": "kim",
+    }

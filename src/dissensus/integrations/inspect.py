@@ -49,7 +49,8 @@ Choices where the frameworks are silent:
   the field: a text (the
   explanation, the value, the grader's name, the family) over
   :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters is cut to it, a lone
-  surrogate is read as U+FFFD, and a ``family`` that is not text or ``evidence`` not in
+  surrogate is read as U+FFFD (a grader with no explanation reasons ``name: value``, cut
+  to the same bound), and a ``family`` that is not text or ``evidence`` not in
   the shape above is left out, as is a ``confidence`` that is not a number in [0, 1]
   (words, a boolean, NaN, 5, an integer too large for a float). A sample whose panel
   is still refused -- more text than a record holds, a value no label holds (an integer
@@ -75,7 +76,8 @@ Choices where the frameworks are silent:
   SQLite file not there yet is created). A relative path is resolved then, against the
   working folder the policy file is read from (``inspect eval`` makes a task in the task
   file's folder and restores the launch folder before it reduces), never at a
-  reduction: anything that is no path (``journal=5``) or a
+  reduction: anything that is no path (``journal=5``), an empty or blank path (which the
+  error says is not the in-memory journal leaving ``journal`` out gives) or a
   journal that cannot be opened (a directory, in a folder that does not exist) is a
   :class:`~dissensus.errors.ConfigError` naming ``journal``, not a failure of every
   sample in an eval reported as a success. A journal that cannot be opened at a
@@ -129,7 +131,13 @@ Choices where the frameworks are silent:
   recorded as every message names it, a ``postgresql://`` URL's password masked
   (:func:`~dissensus.store.targets.mask_url`): the log is shared and viewed. The
   reducer still writes to the journal the URL names; re-creating it from the log needs
-  the password from libpq's own sources (``PGPASSWORD``, ``~/.pgpass``).
+  the password from libpq's own sources (``PGPASSWORD``, ``~/.pgpass``). A ``policy``
+  given as a :class:`~dissensus.pipeline.RunSpec` is recorded without the content of
+  the files it loaded (``acceptance``, ``calibration``, ``guard_calibration``), which
+  its ``files`` name by path and sha256: Inspect wrote the whole spec, the learned
+  acceptance file's calibration vectors included (150 kB for the LLMBar file), into the
+  log's header and into every sample's score, so an eval of 20 samples logged 14.6 MB
+  where the same eval with the policy file's path logged 0.3 MB.
 * Inspect calls reducers synchronously inside its event loop, so the pipeline runs on a
   worker thread for the duration of the call.
 """
@@ -344,13 +352,21 @@ def _output(name: str, score: Score | None, notes: list[str]) -> AgentOutput:
         return AgentOutput(
             agent=name,
             decision=decision,
-            reasoning=reasoning or (DECLINED if decision is None else f"{name}: {decision}"),
+            reasoning=reasoning or _stand_in(name, decision),
             family=family,
             confidence=confidence,
             evidence=evidence,
         )
     except ValidationError as exc:
         raise _Unfit(f"{_who(name)}: {_one_line(exc)}") from None
+
+
+def _stand_in(name: str, decision: str | None) -> str:
+    """The reasoning of a grader that gave no explanation: ``name: decision`` (or
+    :data:`DECLINED`), at most :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters. A
+    value cut to that bound made the text longer than a field holds, and the sample was
+    refused for a reasoning the grader never gave."""
+    return DECLINED if decision is None else f"{name}: {decision}"[:MAX_FIELD_CHARS]
 
 
 def scores_panel(
@@ -685,9 +701,13 @@ class _Reducer:
     shared and viewed, never the place of a credential."""
 
     _reduce: Callable[[list[Score]], Score]
+    _policy: JsonObject | None
 
-    def __init__(self, reduce: Callable[[list[Score]], Score]) -> None:
+    def __init__(
+        self, reduce: Callable[[list[Score]], Score], policy: JsonObject | None = None
+    ) -> None:
         object.__setattr__(self, "_reduce", reduce)
+        object.__setattr__(self, "_policy", policy)
 
     @property
     def __name__(self) -> str:
@@ -700,7 +720,20 @@ class _Reducer:
         # Inspect tags the reducer with its creation parameters (setattr), once made.
         if isinstance(value, dict) and isinstance(value.get("journal"), str):
             value = {**value, "journal": mask_url(value["journal"])}
+        if isinstance(value, dict) and "policy" in value and self._policy is not None:
+            value = {**value, "policy": self._policy}
         object.__setattr__(self, name, value)
+
+
+def _recorded_policy(policy: object) -> JsonObject | None:
+    """What the eval log records of a ``policy`` given as a :class:`RunSpec` (``None``:
+    the argument as Inspect records it): the spec without the content of the files it
+    loaded, which its ``files`` name by path and sha256."""
+    if not isinstance(policy, RunSpec):
+        return None
+    return policy.model_dump(
+        mode="json", exclude={"acceptance", "calibration", "guard_calibration"}
+    )
 
 
 @score_reducer(name="dissensus")
@@ -733,6 +766,14 @@ def dissensus_reducer(
     # Against the folder the policy is read from (the task's, where Inspect makes it):
     # Inspect restores the launch folder before it reduces.
     # In memory too, so that a signing key that cannot be used is named now, not per sample.
+    if isinstance(journal, str) and not journal.strip():
+        # Not the CLI's words ("leave the option out for $DISSENSUS_JOURNAL"): left out
+        # here, the journal is in memory.
+        raise ConfigError(
+            "the journal is an empty path: name an SQLite file or a postgresql:// URL, or "
+            "leave journal out for a journal in memory (nothing kept after the eval)",
+            field="journal",
+        )
     target = checked_journal(MEMORY if journal is None else journal, resolve=True)
 
     def reduce(scores: list[Score]) -> Score:
@@ -770,7 +811,7 @@ def dissensus_reducer(
             )
         return Score(value=value, answer=record.action, explanation=explanation, metadata=meta)
 
-    return _Reducer(reduce)
+    return _Reducer(reduce, _recorded_policy(policy))
 
 
 @score_reducer(name="dissensus/dissensus")

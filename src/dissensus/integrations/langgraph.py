@@ -70,7 +70,20 @@ Choices where the framework is silent:
   reviewer holds a live claim on the case (the node interrupts again with the reason).
   A resolver that raises or returns anything but a string or ``None`` fails the run
   with a :class:`~dissensus.errors.ConfigError` naming the resolver: the application's
-  error, not the reviewer's (resumed again once fixed, the held answer is tried).
+  error, not the reviewer's (resumed again once fixed, the held answer is tried). So
+  does a name no resolution may hold, by the rule of ``review resolve --reviewer`` and
+  ``dissensus mcp --reviewer`` (a control or invisible character, more than 128
+  characters): it was shown to the reviewer as their answer's error, which no answer
+  could mend, and the node asked again and again. A blank name is unset (``None``), as
+  an empty ``--reviewer`` is: it was journalled as the reviewer ``''``. The default
+  resolver takes the configured value as it is: a number or a mapping there is refused,
+  not journalled as its ``str``.
+* **A journal that fails while an answer is resolved** (busy past
+  ``$DISSENSUS_JOURNAL_BUSY_TIMEOUT``, unreachable) fails the run with its
+  :class:`~dissensus.store.JournalError`; nothing is journalled, and the held answer is
+  tried again when the graph is resumed (``invoke(None, config)``). It was shown to the
+  reviewer as the error of their answer (``journal /srv/j.sqlite is locked by another
+  writer``), which the answer could not mend.
 * **Shift watch**: the node makes one run per panel, too few cases for a run's own
   shift check, so it keeps a shift watch (:mod:`dissensus.pipeline.shift_watch`) and
   steps it after each decision: every ``shift_every`` judged cases (default 100; 0: no
@@ -86,7 +99,12 @@ Choices where the framework is silent:
   is opened and closed once when the node is made (an SQLite file not there yet is
   created): anything that is no path (``journal=5``) or a journal that cannot be opened
   (a directory, in a folder that does not exist) is a ConfigError naming ``journal``
-  then, not a failure of every call. It is opened as every door opens a journal
+  then, not a failure of every call. A relative path is resolved then, against the
+  working folder the node is made in, as the Inspect reducer resolves one: opened per
+  call against the working folder of the moment, a node made in one folder and called
+  after the application (a notebook's ``%cd``) had moved to another decided into a new
+  journal there, its review items absent from the journal the node had checked. It is
+  opened as every door opens a journal
   (:func:`dissensus.store.journal.open_journal`): with ``$DISSENSUS_SIGNING_KEY`` set,
   each run the node decides or resolves is sealed, and a key set but unusable is a
   ConfigError naming the variable when the node is made.
@@ -123,10 +141,10 @@ from dissensus.integrations._review import (
 )
 from dissensus.pipeline import CaseRecord, RunSpec, decide
 from dissensus.pipeline.records import FinalAction
-from dissensus.pipeline.review import find_item
+from dissensus.pipeline.review import find_item, reviewer_name_problem
 from dissensus.pipeline.shift_watch import EVERY, ShiftWatch
 from dissensus.pipeline.spec import PolicyLike
-from dissensus.store import Journal
+from dissensus.store import Journal, JournalError
 from dissensus.types import Panel
 
 __all__ = ["DecisionNode", "config_reviewer", "decision_node", "node_run_id"]
@@ -151,9 +169,10 @@ def _as_panel(built: object) -> Panel:
 
 
 def config_reviewer(config: RunnableConfig) -> str | None:
-    """The default reviewer resolver: ``config["configurable"]["reviewer"]``."""
-    value = (config.get("configurable") or {}).get("reviewer")
-    return None if value is None else str(value)
+    """The default reviewer resolver: ``config["configurable"]["reviewer"]``, as it is set
+    (a value that is no string is refused by the node, never made a name by ``str``)."""
+    value: str | None = (config.get("configurable") or {}).get("reviewer")
+    return value
 
 
 def node_run_id(config: RunnableConfig) -> str:
@@ -235,7 +254,8 @@ class DecisionNode:
         # when the graph is built, not at its first case.
         self.spec = RunSpec.from_policy(policy, base_dir=policy_dir)
         self.policy = self.spec.policy
-        self.journal = checked_journal(journal)
+        # Against the working folder now: the journal checked here is the one every call uses.
+        self.journal = checked_journal(journal, resolve=True)
         self.panel = panel
         self.on_escalate = on_escalate
         self.goto = dict(goto)
@@ -328,6 +348,10 @@ class DecisionNode:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "resume"
             return None, f"field {where!r}: {first['msg']}"
+        except JournalError:
+            # The journal's failure (busy past its timeout, unreachable), not the answer's:
+            # the run fails, and the held answer is tried again when it is resumed.
+            raise
         except DissensusError as exc:
             return None, str(exc)
 
@@ -349,7 +373,14 @@ class DecisionNode:
                 "not a name (a string) or None",
                 field="reviewer",
             )
-        return who
+        if who is None or not who.strip():
+            return None  # blank: unset, as an empty --reviewer or $DISSENSUS_REVIEWER is
+        problem = reviewer_name_problem(
+            who.strip(), f"the name the reviewer resolver {name} returned"
+        )
+        if problem is not None:
+            raise ConfigError(problem, field="reviewer")
+        return who.strip()
 
     def _command(self, record: CaseRecord) -> Command[Any]:
         update = {self.key: record.model_dump(mode="json")}

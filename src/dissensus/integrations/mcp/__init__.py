@@ -13,7 +13,7 @@ tool                         input -> output
 ``negotiate``                ``Problem`` -> ``Certificate`` (``negotiate --json``)
 ``verify_certificate``       certificate JSON -> ``Verdict`` (``verify --json``)
 ``bound``                    agents (1-256), rounds (0-1,000) -> ``Bound`` (``bound --json``)
-``review_list``              -> ``list[ReviewEntry]`` (``review list --json``, with hashes)
+``review_list``              ``limit``, ``after`` -> a page of ``list[ReviewEntry]`` (hashes)
 ``review_show``              review id -> ``ReviewView`` (item, status, resolution, hash)
 ``review_resolve``           id, decision, note, ``content_sha256`` -> ``CaseRecord``
 ``runs_list``                ``limit``, ``after`` -> ``list[RunSummary]`` (``runs list --json``)
@@ -124,6 +124,10 @@ Choices where the protocol is silent:
   ... : answered as invalid parameters (-32602)``). A surrogate is never turned into
   U+FFFD, which a decision could then be. A blank line is no message, and skipped; a
   valid message is passed to the SDK as it came.
+* **Agent text in results**: ``decide``, ``route`` and the review tools quote the panel
+  and its reviewers' notes as given, to a caller that is usually a model; the server's
+  instructions and those tools' descriptions say that such text is untrusted data, never
+  instructions to follow (:data:`~dissensus.integrations.mcp.arguments.UNTRUSTED`).
 * **What a caller cannot reach**: tool arguments are untrusted. ``route`` serves the
   built-in similarity backends only (no ``module:function``); ``negotiate`` refuses
   function agents (they import server-side code) unless the server was started with

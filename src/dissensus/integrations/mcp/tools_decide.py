@@ -12,7 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
 from dissensus.errors import ConfigError, DissensusError
-from dissensus.integrations.mcp.arguments import JournalArg, PolicyArg
+from dissensus.integrations.mcp.arguments import JournalArg, PolicyArg, with_untrusted_text
 from dissensus.integrations.mcp.errors import _message, _reported
 from dissensus.integrations.mcp.results import DecideResult, PanelReject, UnfinishedRun
 from dissensus.integrations.mcp.settings import _Settings
@@ -181,4 +181,4 @@ def add_decide_tool(server: MCPServer, settings: _Settings) -> None:
             watch = settings.watch(store, spec)
             return asyncio.run(_decide_panels(store, spec, panels, named, watch))
 
-    server.add_tool(_reported(decide), name="decide")
+    server.add_tool(_reported(decide), name="decide", description=with_untrusted_text(decide))

@@ -11,7 +11,12 @@ from pydantic import Field
 from dissensus import calls
 from dissensus.guard import GuardThresholds, ReliabilityFit, guard_case
 from dissensus.guard.decision import GuardDecision
-from dissensus.integrations.mcp.arguments import CalibrationArg, RulesArg, _within_limits
+from dissensus.integrations.mcp.arguments import (
+    CalibrationArg,
+    RulesArg,
+    _within_limits,
+    with_untrusted_text,
+)
 from dissensus.integrations.mcp.caller_files import _caller_file
 from dissensus.integrations.mcp.errors import _reported
 from dissensus.integrations.mcp.settings import _Settings
@@ -91,5 +96,5 @@ def add_panel_tools(server: MCPServer, settings: _Settings) -> None:
         """Decide every vote case under the guard: mode, answer, confidence, n_eff and why."""
         return _vote(settings, cases, beta, calibration, strict, verifier)
 
-    server.add_tool(_reported(route), name="route")
+    server.add_tool(_reported(route), name="route", description=with_untrusted_text(route))
     server.add_tool(_reported(vote), name="vote")
