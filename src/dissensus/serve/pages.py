@@ -110,6 +110,11 @@ Choices this module makes:
   journal is unreachable or busy shows a page saying so (503, ``Retry-After``), never
   the API's JSON (:func:`install_page_errors`); a request htmx sends keeps the JSON,
   which ``review.js`` shows in an alert above the page, its form untouched.
+* **An address that names no page.** An address of the review site no page answers
+  (``/review/case/`` cut short, a mistyped path: 404) or a method a page does not take
+  (a form posted to the queue: 405, its ``Allow`` header kept) is the site's message
+  page saying so, with a link to the queue (:func:`install_page_errors`), never the
+  API's JSON; the API's paths keep their JSON and the static files their plain text.
 * **Times in refusals.** A refusal naming a time (a claim's expiry, when a case was
   resolved or audited) shows it as the page shows other times, in a ``<time>`` element
   the page's script renders in the reader's local time (:func:`refused_by`); the API's
@@ -136,6 +141,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dissensus.errors import DissensusError
 from dissensus.io.limits import MAX_FIELD_CHARS
@@ -143,7 +149,7 @@ from dissensus.quoting import visible, visible_text
 from dissensus.serve import journal_errors
 from dissensus.serve.auth import LOCAL, Principal, allows
 from dissensus.serve.case_view import OptionView, word_diff
-from dissensus.serve.http import service_of
+from dissensus.serve.http import allowed_methods, service_of
 from dissensus.serve.journal_adapter import (
     AlreadyConfirmed,
     AlreadyResolved,
@@ -311,7 +317,8 @@ def install_page_errors(app: FastAPI) -> None:
     (:func:`~dissensus.serve.http.install_errors`, installed first) answered JSON: a
     reload while the database was down showed the reviewer ``{"error": ...}``. Requests
     htmx sends keep the JSON, which the page's script shows in an alert above the page
-    and the form it keeps."""
+    and the form it keeps. An address of the review site that names no page, or a
+    method a page does not take, is a page too (:func:`_no_such_page`)."""
     api_handler = app.exception_handlers[DissensusError]
 
     async def page_or_api(request: Request, exc: Exception) -> Response:
@@ -334,6 +341,55 @@ def install_page_errors(app: FastAPI) -> None:
         return response
 
     app.add_exception_handler(DissensusError, page_or_api)
+
+    http_handler = app.exception_handlers[StarletteHTTPException]
+
+    async def page_or_http(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, StarletteHTTPException) or not _site_page(request):
+            answered = http_handler(request, exc)
+            return await answered if inspect.isawaitable(answered) else answered
+        return _no_such_page(request, exc)
+
+    app.add_exception_handler(StarletteHTTPException, page_or_http)
+
+
+def _site_page(request: Request) -> bool:
+    """Whether ``request`` asks for an address of the review site's pages (not of the
+    API, nor of the static files, which answer plain text of their own)."""
+    path = request.url.path
+    if not (path == "/review" or path.startswith("/review/")):
+        return False
+    return not path.startswith("/review/static/")
+
+
+def _no_such_page(request: Request, exc: StarletteHTTPException) -> Response:
+    """The page answering an address of the review site that names no page (404) or a
+    method a page does not take (405, its ``Allow`` header kept): the site's message
+    page, with the reviewer's header when a session is live, never the API's JSON."""
+    principal, sid = session_of(request)
+    if exc.status_code == 405:
+        title = "not saved"
+        text = f"{request.url.path} does not take a {request.method}; nothing was saved"
+    elif exc.status_code == 404:
+        title = "not found"
+        text = f"there is no page of the review site at {request.url.path}"
+    else:  # pragma: no cover - the router raises only the two above
+        title, text = "refused", str(exc.detail)
+    response = render(
+        "message.html",
+        exc.status_code,
+        title=title,
+        principal=principal,
+        csrf=service_of(request).sessions.csrf(sid) if sid is not None else "",
+        message=text,
+    )
+    if exc.status_code == 405:
+        allowed = allowed_methods(request) or [
+            m.strip() for k, v in (exc.headers or {}).items() if k.lower() == "allow"
+            for m in v.split(",")
+        ]  # fmt: skip
+        response.headers["Allow"] = ", ".join(allowed)
+    return response
 
 
 def _timed(text: str, iso: str) -> Markup:
