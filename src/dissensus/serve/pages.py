@@ -245,6 +245,13 @@ class Form:
         """The field ``name`` as stripped text (empty when absent)."""
         return str(self.data.get(name, "")).strip()
 
+    def pick(self) -> str:
+        """The option picked (the ``decision`` radio button) exactly as it was sent, since
+        an option's id may begin or end with white space (``"yes "``, an agent's
+        decision); empty when it is blank or absent."""
+        value = str(self.data.get("decision", ""))
+        return value if value.strip() else ""
+
     def kept(self) -> dict[str, str]:
         """The answer fields of a case's form (``decision``, ``other``, ``note``) as sent,
         unstripped: what a refused form shows again, so nothing typed is lost."""
