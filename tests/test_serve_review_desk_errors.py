@@ -250,3 +250,50 @@ def test_an_options_exact_id_always_names_that_option(ids: list[str], data: st.D
     assert as_decision(picked, ids) == picked
     other = data.draw(st.text(alphabet=st.sampled_from(["c", " "]), max_size=4))
     assert as_decision(other, ids) == other.strip()
+
+
+def _back(html: str) -> str:
+    found = re.search(r'<a id="queue-back" href="([^"]*)">back to the queue</a>', html)
+    assert found, html[:3000]
+    return found.group(1).replace("&amp;", "&")
+
+
+async def test_back_to_the_queue_from_a_refusal_keeps_the_queue(tmp_path: Path) -> None:
+    """A reviewer working a filtered queue (a run, a search, newest first) who met a
+    refusal page (an unknown case, a form whose CSRF token expired, a session ended, a
+    form too large) and followed its "back to the queue" landed on the whole queue, their
+    place lost: the link goes back to the queue they came from."""
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run = (
+            await client.post(
+                "/v1/decide", json=[_spaced("q1", ["1", "2", "1"])], headers=auth("sub")
+            )
+        ).json()
+        (rid,) = [r["review_id"] for r in run["records"]]
+        query = f"run={run['run_id']}&q=tax+%26+more&sort=newest"
+        want = f"/review?{query}"
+        # A case of another queue's query is a 404 page with the queue kept.
+        await login(client, "rev")
+        missing = await client.get(f"/review/case/{run['run_id']}.99?{query}")
+        assert missing.status_code == 404 and _back(missing.text) == want
+        # A form whose CSRF token is wrong: 403, the queue kept.
+        page = await client.get(f"/review/case/{rid}?{query}")
+        wrong = await client.post(
+            f"/review/case/{rid}/resolve?{query}",
+            data={"csrf": "x", "decision": "1", "content_sha256": _sha(page.text)},
+        )
+        assert wrong.status_code == 403 and _back(wrong.text) == want
+        # A form too large for any page: 413, the queue kept.
+        big = await client.post(
+            f"/review/case/{rid}/resolve?{query}", data={"note": "x" * 2_000_000}
+        )
+        assert big.status_code == 413 and _back(big.text) == want
+        # An address naming no page keeps it too; a plain one goes to the whole queue.
+        nowhere = await client.get(f"/review/case/{rid}/zzz?{query}")
+        assert nowhere.status_code == 404 and _back(nowhere.text) == want
+        plain = await client.get(f"/review/case/{run['run_id']}.99")
+        assert _back(plain.text) == "/review"
+    async with client_for(s) as client:  # no session: 401, the queue kept
+        ended = await client.post(f"/review/case/{rid}/resolve?{query}", data={"csrf": "x"})
+        assert ended.status_code == 401 and _back(ended.text) == want

@@ -115,6 +115,11 @@ Choices this module makes:
   (a form posted to the queue: 405, its ``Allow`` header kept) is the site's message
   page saying so, with a link to the queue (:func:`install_page_errors`), never the
   API's JSON; the API's paths keep their JSON and the static files their plain text.
+* **Back to the queue it came from.** A message page's "back to the queue" (a refusal,
+  an unknown case, a session ended) goes to the queue whose filters and order the
+  request carries (:func:`queue_back`), as the case page's own "queue" link does, not
+  to the whole queue: a reviewer working one run's cases found themselves among every
+  run's.
 * **Times in refusals.** A refusal naming a time (a claim's expiry, when a case was
   resolved or audited) shows it as the page shows other times, in a ``<time>`` element
   the page's script renders in the reader's local time (:func:`refused_by`); the API's
@@ -133,7 +138,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import SplitResult, parse_qsl, quote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit
 
 import anyio
 from fastapi import APIRouter, FastAPI, Request
@@ -174,6 +179,7 @@ __all__ = [
     "page_url",
     "post_only",
     "push_url",
+    "queue_back",
     "read_form",
     "refused_by",
     "render",
@@ -293,6 +299,19 @@ def case_render(
     return push_url(request, response, url, replace=status >= 400)
 
 
+_QUEUE_KEYS = ("status", "run", "reason", "q", "sort")
+"""The query parameters that name a queue (:class:`~dissensus.serve.queue_view.QueueView`)."""
+
+
+def queue_back(request: Request) -> str:
+    """The queue a message page's "back to the queue" goes to: the one whose filters and
+    order the request's query carries (every case page, link and form of the site keeps
+    them), else the whole queue."""
+    params = request.query_params
+    pairs = [(k, v) for k in _QUEUE_KEYS if (v := params.get(k, "").strip())]
+    return "/review?" + urlencode(pairs) if pairs else "/review"
+
+
 def message(request: Request, who: Reviewer, status: int, title: str, text: str) -> Response:
     """The message page (not found, forbidden, a blind audit in the way); after a form
     post, at the address of the page the form was on (:func:`page_url`)."""
@@ -303,6 +322,7 @@ def message(request: Request, who: Reviewer, status: int, title: str, text: str)
         principal=who.principal,
         csrf=service_of(request).sessions.csrf(who.sid),
         message=text,
+        back=queue_back(request),
     )
     if request.method == "POST":
         push_url(request, response, page_url(request), replace=True)
@@ -343,6 +363,7 @@ def install_page_errors(app: FastAPI) -> None:
                 f"{public}: nothing can be shown or saved until it is back. Reload this page"
                 " in a moment; what you typed on a case stays in this browser."
             ),
+            back=queue_back(request),
         )
         response.headers.update(journal_errors.retry_headers())
         return response
@@ -389,6 +410,7 @@ def _no_such_page(request: Request, exc: StarletteHTTPException) -> Response:
         principal=principal,
         csrf=service_of(request).sessions.csrf(sid) if sid is not None else "",
         message=text,
+        back=queue_back(request),
     )
     if exc.status_code == 405:
         allowed = allowed_methods(request) or [
@@ -665,6 +687,7 @@ async def checked_form(request: Request) -> Form | Response:
             message="not saved: your session has ended (the server may have restarted); "
             "log in again to go on. What you typed on a case stays in this browser.",
             link=(login_url(back), "log in again"),
+            back=queue_back(request),
         )
         return push_url(request, response, back, replace=True)
     who = Reviewer(principal, sid)
