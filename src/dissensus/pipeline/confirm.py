@@ -35,6 +35,9 @@ Choices this module makes:
   decision not audited yet, under the run's write lock: a claim on a case audited a
   moment before is :class:`AlreadyConfirmed`, never granted. An audit releases its
   reviewer's claim, as a resolution does.
+* A decision is trimmed of white space, except one of the case's options (or the
+  committed decision) as given (:func:`~dissensus.pipeline.review.as_decision`): the
+  committed ``"yes "`` confirmed was journalled as a correction to ``"yes"``.
 * A decision that is none of the case's options (every label an agent gave, plus the
   task's options, as a review item lists them) is journalled with ``outside_options``,
   as a resolution is, and calibration leaves it out alike
@@ -50,6 +53,7 @@ from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.compact import case_step
 from dissensus.pipeline.records import CaseRecord, Resolution
 from dissensus.pipeline.review import (
+    as_decision,
     check_resolution_fields,
     human_record,
     refuse_others_claim,
@@ -129,7 +133,6 @@ def confirm(
     ``decision`` defaults to the committed decision (a confirmation).
     """
     check_resolution_fields(decision=decision, note=note, reviewer=reviewer)
-    decision = decision.strip() if decision is not None else None  # as the page reads it
     run_id, line = _checked_ref(journal, ref)
     with journal.transaction(run_id):
         record = _automatic_record(journal, ref, run_id, line)
@@ -141,9 +144,11 @@ def confirm(
                 "without looking at the committed one; confirming it unseen would record a "
                 "label that agrees by construction"
             )
-        chosen = decision if decision is not None else record.decision
         given = case_step(journal, run_id, line, "input")
         options = case_options(CaseInput.model_validate(given).panel) if given else []
+        # An option's id is kept exactly ("yes "), any other answer trimmed (as_decision).
+        known = {*options, *([record.decision] if record.decision is not None else [])}
+        chosen = as_decision(decision, known) if decision is not None else record.decision
         audit = Confirmation(
             case_ref=ref,
             id=record.id,

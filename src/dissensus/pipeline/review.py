@@ -74,6 +74,12 @@ Choices this module makes:
   *k*-th reopening is keyed ``review/<line>/reopened/<k>``, and the resolutions and final
   records after it ``review/<line>/resolved/<k>`` and ``case/<line>/resolved/<k>`` (the
   first ones keep their keys, so older journals read the same).
+* **An option's id is kept exactly.** A decision is trimmed of white space before it is
+  journalled (``" 1 "`` typed is option ``1``), except a decision that is one of the
+  case's options as given (:func:`as_decision`): an agent's decision may begin or end
+  with white space (``"yes "``, ``"a\u00a0"``), and that option, picked on the review
+  page or named exactly, was journalled as ``"yes"``, a decision outside the options
+  (an automatic decision confirmed so became a correction).
 * A case can be resolved once at a time (a second resolution is an error, the first
   stands, until it is undone); the decision may be any label, and a label outside the item's options is allowed but
   flagged (``outside_options``) because a reviewer may reject every option; a case whose
@@ -88,7 +94,7 @@ import os
 import re
 import sys
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import UTC, datetime
 from itertools import islice
 
@@ -123,6 +129,7 @@ __all__ = [
     "NotUndoable",
     "ReviewStatus",
     "StaleContent",
+    "as_decision",
     "claim",
     "claim_next",
     "complete_resolutions",
@@ -131,6 +138,7 @@ __all__ = [
     "final_records",
     "find_item",
     "human_record",
+    "item_decisions",
     "list_items",
     "list_items_from_events",
     "record_key",
@@ -290,6 +298,20 @@ def refuse_others_claim(journal: Journal, ref: str, reviewer: str | None, what: 
             holder=held.who,
             expires=held.expires,
         )
+
+
+def as_decision(decision: str, options: Collection[str]) -> str:
+    """A reviewer's ``decision`` as journalled: one of ``options`` exactly as given (an
+    option's id may begin or end with white space, as an agent's decision may), any
+    other trimmed (``" 1 "`` typed is ``"1"``)."""
+    return decision if decision in options else decision.strip()
+
+
+def item_decisions(item: ReviewItem) -> set[str]:
+    """The decisions a resolution of ``item`` may name exactly: its options, every
+    decision an agent gave, and the suggestion."""
+    given = {p.decision for p in item.positions if p.decision is not None}
+    return set(item.options) | given | ({item.suggestion} if item.suggestion else set())
 
 
 def check_resolution_fields(*, decision: str | None, note: str, reviewer: str | None) -> None:
@@ -678,7 +700,6 @@ def resolve(
     ``reviewer`` is ``None``: an unnamed caller holds no claim.
     """
     check_resolution_fields(decision=decision, note=note, reviewer=reviewer)
-    decision = decision.strip()  # as the review page reads it: ' 1 ' is option 1
     run_id, line = split_ref(review_id)
     find_item(journal, review_id)  # unknown ids fail before any lock is taken
     with journal.transaction(run_id):
@@ -710,6 +731,7 @@ def resolve(
                 f"(dissensus runs resume {run_id}{journal_option(journal.path)})"
             )
         original = stored.read_as(CaseRecord)
+        decision = as_decision(decision, item_decisions(status.item))
         outside = bool(status.item.options) and decision not in status.item.options
         suffix = _suffix(_generation(journal, run_id, line))
         journal.append(

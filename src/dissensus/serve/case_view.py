@@ -45,7 +45,8 @@ Choices this module makes:
   trail itself stays one click away, verbatim.
 * **A typed answer naming an option** (:func:`options_named`): the answer a reviewer
   types is read as an option when, once trimmed of white space, it is that option's id
-  or its label, first exactly (the id, then the label), then ignoring case
+  or its label, first exactly (the id as given, white space included, since an agent's
+  decision may end in a space; then the id, then the label), then ignoring case
   (:meth:`str.casefold`: a reviewer typing ``output (a)`` or ``YES`` means the option
   labelled ``Output (a)`` or the option ``yes``). An exact id always wins; an answer
   naming several options (two options labelled alike) names them all, for the caller to
@@ -199,6 +200,8 @@ def options_named(answer: str, options: Sequence[OptionView]) -> list[str]:
     """The ids of the options a typed ``answer`` names (see the module docstring): one id
     for an answer naming an option, none for an answer of the reviewer's own, several
     when it names more than one option alike."""
+    if any(o.id == answer for o in options):  # an id ending in white space ("yes ") too
+        return [answer]
     text = answer.strip()
     if not text:
         return []

@@ -110,6 +110,16 @@ Choices this module makes:
   journal is unreachable or busy shows a page saying so (503, ``Retry-After``), never
   the API's JSON (:func:`install_page_errors`); a request htmx sends keeps the JSON,
   which ``review.js`` shows in an alert above the page, its form untouched.
+* **An address that names no page.** An address of the review site no page answers
+  (``/review/case/`` cut short, a mistyped path: 404) or a method a page does not take
+  (a form posted to the queue: 405, its ``Allow`` header kept) is the site's message
+  page saying so, with a link to the queue (:func:`install_page_errors`), never the
+  API's JSON; the API's paths keep their JSON and the static files their plain text.
+* **Back to the queue it came from.** A message page's "back to the queue" (a refusal,
+  an unknown case, a session ended) goes to the queue whose filters and order the
+  request carries (:func:`queue_back`), as the case page's own "queue" link does, not
+  to the whole queue: a reviewer working one run's cases found themselves among every
+  run's.
 * **Times in refusals.** A refusal naming a time (a claim's expiry, when a case was
   resolved or audited) shows it as the page shows other times, in a ``<time>`` element
   the page's script renders in the reader's local time (:func:`refused_by`); the API's
@@ -128,7 +138,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import SplitResult, parse_qsl, quote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit
 
 import anyio
 from fastapi import APIRouter, FastAPI, Request
@@ -136,6 +146,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dissensus.errors import DissensusError
 from dissensus.io.limits import MAX_FIELD_CHARS
@@ -143,7 +154,7 @@ from dissensus.quoting import visible, visible_text
 from dissensus.serve import journal_errors
 from dissensus.serve.auth import LOCAL, Principal, allows
 from dissensus.serve.case_view import OptionView, word_diff
-from dissensus.serve.http import service_of
+from dissensus.serve.http import allowed_methods, service_of
 from dissensus.serve.journal_adapter import (
     AlreadyConfirmed,
     AlreadyResolved,
@@ -168,6 +179,7 @@ __all__ = [
     "page_url",
     "post_only",
     "push_url",
+    "queue_back",
     "read_form",
     "refused_by",
     "render",
@@ -239,6 +251,13 @@ class Form:
         """The field ``name`` as stripped text (empty when absent)."""
         return str(self.data.get(name, "")).strip()
 
+    def pick(self) -> str:
+        """The option picked (the ``decision`` radio button) exactly as it was sent, since
+        an option's id may begin or end with white space (``"yes "``, an agent's
+        decision); empty when it is blank or absent."""
+        value = str(self.data.get("decision", ""))
+        return value if value.strip() else ""
+
     def kept(self) -> dict[str, str]:
         """The answer fields of a case's form (``decision``, ``other``, ``note``) as sent,
         unstripped: what a refused form shows again, so nothing typed is lost."""
@@ -280,6 +299,19 @@ def case_render(
     return push_url(request, response, url, replace=status >= 400)
 
 
+_QUEUE_KEYS = ("status", "run", "reason", "q", "sort")
+"""The query parameters that name a queue (:class:`~dissensus.serve.queue_view.QueueView`)."""
+
+
+def queue_back(request: Request) -> str:
+    """The queue a message page's "back to the queue" goes to: the one whose filters and
+    order the request's query carries (every case page, link and form of the site keeps
+    them), else the whole queue."""
+    params = request.query_params
+    pairs = [(k, v) for k in _QUEUE_KEYS if (v := params.get(k, "").strip())]
+    return "/review?" + urlencode(pairs) if pairs else "/review"
+
+
 def message(request: Request, who: Reviewer, status: int, title: str, text: str) -> Response:
     """The message page (not found, forbidden, a blind audit in the way); after a form
     post, at the address of the page the form was on (:func:`page_url`)."""
@@ -290,6 +322,7 @@ def message(request: Request, who: Reviewer, status: int, title: str, text: str)
         principal=who.principal,
         csrf=service_of(request).sessions.csrf(who.sid),
         message=text,
+        back=queue_back(request),
     )
     if request.method == "POST":
         push_url(request, response, page_url(request), replace=True)
@@ -311,7 +344,8 @@ def install_page_errors(app: FastAPI) -> None:
     (:func:`~dissensus.serve.http.install_errors`, installed first) answered JSON: a
     reload while the database was down showed the reviewer ``{"error": ...}``. Requests
     htmx sends keep the JSON, which the page's script shows in an alert above the page
-    and the form it keeps."""
+    and the form it keeps. An address of the review site that names no page, or a
+    method a page does not take, is a page too (:func:`_no_such_page`)."""
     api_handler = app.exception_handlers[DissensusError]
 
     async def page_or_api(request: Request, exc: Exception) -> Response:
@@ -329,11 +363,62 @@ def install_page_errors(app: FastAPI) -> None:
                 f"{public}: nothing can be shown or saved until it is back. Reload this page"
                 " in a moment; what you typed on a case stays in this browser."
             ),
+            back=queue_back(request),
         )
         response.headers.update(journal_errors.retry_headers())
         return response
 
     app.add_exception_handler(DissensusError, page_or_api)
+
+    http_handler = app.exception_handlers[StarletteHTTPException]
+
+    async def page_or_http(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, StarletteHTTPException) or not _site_page(request):
+            answered = http_handler(request, exc)
+            return await answered if inspect.isawaitable(answered) else answered
+        return _no_such_page(request, exc)
+
+    app.add_exception_handler(StarletteHTTPException, page_or_http)
+
+
+def _site_page(request: Request) -> bool:
+    """Whether ``request`` asks for an address of the review site's pages (not of the
+    API, nor of the static files, which answer plain text of their own)."""
+    path = request.url.path
+    if not (path == "/review" or path.startswith("/review/")):
+        return False
+    return not path.startswith("/review/static/")
+
+
+def _no_such_page(request: Request, exc: StarletteHTTPException) -> Response:
+    """The page answering an address of the review site that names no page (404) or a
+    method a page does not take (405, its ``Allow`` header kept): the site's message
+    page, with the reviewer's header when a session is live, never the API's JSON."""
+    principal, sid = session_of(request)
+    if exc.status_code == 405:
+        title = "not saved"
+        text = f"{request.url.path} does not take a {request.method}; nothing was saved"
+    elif exc.status_code == 404:
+        title = "not found"
+        text = f"there is no page of the review site at {request.url.path}"
+    else:  # pragma: no cover - the router raises only the two above
+        title, text = "refused", str(exc.detail)
+    response = render(
+        "message.html",
+        exc.status_code,
+        title=title,
+        principal=principal,
+        csrf=service_of(request).sessions.csrf(sid) if sid is not None else "",
+        message=text,
+        back=queue_back(request),
+    )
+    if exc.status_code == 405:
+        allowed = allowed_methods(request) or [
+            m.strip() for k, v in (exc.headers or {}).items() if k.lower() == "allow"
+            for m in v.split(",")
+        ]  # fmt: skip
+        response.headers["Allow"] = ", ".join(allowed)
+    return response
 
 
 def _timed(text: str, iso: str) -> Markup:
@@ -602,6 +687,7 @@ async def checked_form(request: Request) -> Form | Response:
             message="not saved: your session has ended (the server may have restarted); "
             "log in again to go on. What you typed on a case stays in this browser.",
             link=(login_url(back), "log in again"),
+            back=queue_back(request),
         )
         return push_url(request, response, back, replace=True)
     who = Reviewer(principal, sid)

@@ -298,7 +298,7 @@ async def auto_confirm(request: Request, ref: str) -> Response:
         refuse_conflicts(service.journal, ref, form.principal.name)
         return None if form.text("note") else "write a note: an audit says why"
 
-    picked = other or form.text("decision") or None
+    picked = other or form.pick() or None  # an option's id exactly: "yes " stays "yes "
     refused = _confirm(request, ref, form, auto_page, refusal, picked)
     if refused is not None:
         return refused
@@ -323,7 +323,7 @@ async def audit_answer(request: Request, ref: str) -> Response:
         return form
     service = service_of(request)
     journal = service.journal
-    picked, other = form.text("decision"), form.text("other")
+    picked, other = form.pick(), form.text("other")  # the option's id exactly, as sent
     view = QueueView.of(request)
     before = audit_list(request, view)
 

@@ -77,6 +77,8 @@ from dissensus.pipeline.review import (
     AlreadyResolved,
     ReviewStatus,
     StaleContent,
+    as_decision,
+    item_decisions,
     refuse_others_claim,
 )
 from dissensus.serve.case_view import asked_view, option_views, plain_reasons, unread_answers
@@ -288,7 +290,8 @@ def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
     status = service.desk.status(review_id)
     _refuse_conflicts(request, status, form)
     item = status.item
-    picked, other = form.text("decision"), form.text("other")
+    # The option picked is its id exactly ("yes " stays "yes "); anything else trimmed.
+    picked, other = as_decision(form.pick(), item_decisions(item)), form.text("other")
     # An answer typed as an option reads ("Output (a)", its id) is that option.
     other = answer_for(item, other) if other else other
     if not (picked or other):
