@@ -86,14 +86,16 @@ Choices this module makes:
   sends (a member answering 300 MiB held them all before the answer was refused). A
   failure while the body is read (the connection dropped, a read timed out) is a
   retryable ``connection`` or ``timeout``, as it is while the request is sent. An error
-  status's body is read by the SDK, whole.
+  status's body is read up to :data:`ERROR_BODY_BYTES` ("Error bodies").
 * **Error messages.** The message of an error status (4xx/5xx other than a refused
   key) is the server's, scrubbed as above and cut to :data:`MAX_SERVER_MESSAGE_CHARS`
-  characters, with the number of characters left out: the SDK reads an error body
-  whole, and a server answering 500 with 50 MB spent tens of seconds of CPU scrubbing
-  it, after the attempt's deadline (a 5 s attempt took 15 s) and while the event loop
-  served nothing else, and put the whole body in the error, the failures list and the
-  journal.
+  characters, with the number of characters left out: a server answering 500 with 50 MB
+  spent tens of seconds of CPU scrubbing it, after the attempt's deadline (a 5 s attempt
+  took 15 s) and while the event loop served nothing else, and put the whole body in the
+  error, the failures list and the journal. The SDK reads no message from a body cut at
+  :data:`ERROR_BODY_BYTES` ("Error bodies"; its JSON is cut too): the body's text is the
+  message, its head shown as above and ending "(the rest not shown: the body is over
+  65536 bytes, not read further)" in place of a count.
 * **Echoed keys.** An answer (its text, refusal or ``model``) quoting the key as it
   was sent, as a server echoing the request's headers into its completion does, has
   it replaced by ``[REDACTED]`` before the answer is used: it was recorded
@@ -102,11 +104,29 @@ Choices this module makes:
   placeholder, is likely a word an answer holds); an answer is never scrubbed of
   anything else (encoded or partial forms are for error messages, above), since an
   answer's words are the vote.
-* **Error bodies.** The SDK reads an error status's body itself, and lets the HTTP
-  library's exception through when that read fails (a 500 whose body is cut short by a
-  dropped connection, or is not the gzip it claims): that exception holds the request,
-  the ``Authorization`` header and the key with it, and reached the caller chained under
-  the failure, as a non-retried ``unexpected`` one. It is a retryable ``connection`` (or
+* **Error bodies.** The SDK reads an error status's body itself, whole, before it raises
+  its status error: a server answering 500 with 50 MB took a call to about 465 MB of
+  memory, and a gzip-encoded one could inflate to more. The SDK's HTTP client is built
+  here (``DefaultAsyncHttpxClient``, or ``DefaultAioHttpClient``: the SDK's defaults, the
+  same proxy variables) with a response hook, :func:`_cap_error_body` in ``event_hooks``
+  (public API of the HTTP library; no private attribute of the SDK is touched). For a
+  status of 400 or more it replaces the response's stream, before the SDK reads it, by
+  one that ends after :data:`ERROR_BODY_BYTES` (64 KiB) of the body as decoded, or of its
+  raw bytes, whichever comes first; the rest is not read and the connection is closed. A
+  server's message is at most 2,000 characters of it ("Error messages"). The bound holds
+  for the decoded size, not only the raw one: the body is decoded by the HTTP library's
+  own decoders (a second response over the raw stream, so the response the SDK reads has
+  its ``Content-Encoding`` removed), handed :data:`_ERROR_BODY_PIECE` raw bytes at a time
+  and read one decoded chunk at a time, so a gzip, deflate, brotli or zstd bomb (50 MB
+  in 50 KB of gzip) costs at most one chunk past the cap (the SDK's httpx fork inflates at
+  most 1 MiB a chunk; httpx's gzip and deflate at most about 264 KB from a piece). A body
+  cut so is never flushed through its decoder: a gzip or zstd stream cut in the middle
+  is no decoding error, and the failure is the status's, as for a short body. A 200's body
+  is not touched ("Response size" bounds it). The SDK lets the HTTP library's exception
+  through when reading an error body fails (a 500 whose body is cut short by a dropped
+  connection, or is not the gzip it claims): that exception holds the request, the
+  ``Authorization`` header and the key with it, and reached the caller chained under the
+  failure, as a non-retried ``unexpected`` one. It is a retryable ``connection`` (or
   ``timeout``) failure like a body read failing on a 200, built without a chain.
 * **Transport.** ``transport="httpx"`` (default) is the SDK's own HTTP client;
   ``"aiohttp"`` is the SDK's ``DefaultAioHttpClient`` (``openai[aiohttp]``), about a
@@ -136,6 +156,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import json
 import os
 import re
@@ -165,6 +186,7 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 __all__ = [
+    "ERROR_BODY_BYTES",
     "MAX_RESPONSE_BYTES",
     "MAX_SERVER_MESSAGE_CHARS",
     "PLACEHOLDER_KEY",
@@ -458,6 +480,129 @@ MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 """The most bytes of one chat completion's body read ("Response size")."""
 
 
+ERROR_BODY_BYTES = 64 * 1024
+"""The most bytes of an error status's body read, raw and as decoded ("Error bodies")."""
+
+_ERROR_BODY_PIECE = 256
+"""The most raw bytes of an error body handed to its decoder at once: small enough that a
+decoder without its own bound on what one call inflates to (httpx before its fork) still
+inflates one piece to little (deflate at most about 1,032 times, 264 KB)."""
+
+
+class _Cut(Exception):
+    """An error body's raw bytes reached :data:`ERROR_BODY_BYTES`: raised through its
+    decoder (never flushed, so a truncated gzip or zstd stream is no decoding error)."""
+
+
+class _RawHead:
+    """The first ``cap`` raw bytes of ``stream``, in pieces of :data:`_ERROR_BODY_PIECE`
+    bytes; :class:`_Cut` when there are more. Made an ``AsyncByteStream`` of the response's
+    HTTP library by :func:`_byte_stream`."""
+
+    def __init__(self, stream: Any, cap: int) -> None:
+        self._stream = stream
+        self._cap = cap
+
+    async def __aiter__(self) -> Any:
+        left = self._cap
+        async for chunk in self._stream:
+            for start in range(0, len(chunk), _ERROR_BODY_PIECE):
+                piece = chunk[start : start + _ERROR_BODY_PIECE]
+                if len(piece) > left:
+                    if left:
+                        yield piece[:left]
+                    raise _Cut
+                left -= len(piece)
+                yield piece
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+_ERROR_BODY_CUT: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
+    "dissensus_error_body_cut", default=None
+)
+"""Where an attempt (:meth:`OpenAIBackend.send`, in whose task the SDK reads the body)
+learns that its error body was cut: the SDK's status error holds a copy of the response
+without its stream or extensions."""
+
+
+class _DecodedHead:
+    """The first ``cap`` bytes of ``probe``'s body as its HTTP library decodes it, read one
+    decoded chunk at a time; a cut (more was left unread) is noted in
+    :data:`_ERROR_BODY_CUT`."""
+
+    def __init__(self, probe: Any, cap: int) -> None:
+        self._probe = probe
+        self._cap = cap
+
+    @staticmethod
+    def _cut() -> None:
+        noted = _ERROR_BODY_CUT.get()
+        if noted is not None:
+            noted.append(True)
+
+    async def __aiter__(self) -> Any:
+        left = self._cap
+        parts = self._probe.aiter_bytes()
+        try:
+            async for part in parts:
+                if len(part) > left:
+                    self._cut()
+                    if left:
+                        yield part[:left]
+                    return
+                left -= len(part)
+                yield part
+        except _Cut:
+            self._cut()
+        finally:
+            await parts.aclose()
+
+    async def aclose(self) -> None:
+        await self._probe.aclose()
+
+
+_STREAM_KINDS: dict[tuple[type, type], type] = {}
+
+
+def _http_library(response: Any) -> Any:
+    """The module of ``response``'s HTTP library (httpx, or the SDK's fork of it), or
+    ``None`` for a response of no library known here."""
+    for cls in type(response).__mro__:
+        library = sys.modules.get(cls.__module__.split(".")[0])
+        if hasattr(library, "AsyncByteStream") and hasattr(library, "Response"):
+            return library
+    return None
+
+
+def _byte_stream(library: Any, kind: type, *args: Any) -> Any:
+    """A ``kind`` (:class:`_RawHead`, :class:`_DecodedHead`) that is also an
+    ``AsyncByteStream`` of the HTTP ``library``, as that library's response requires of its
+    stream."""
+    base: type = library.AsyncByteStream
+    made = _STREAM_KINDS.get((kind, base))
+    if made is None:
+        made = _STREAM_KINDS[(kind, base)] = type(kind.__name__, (kind, base), {})
+    return made(*args)
+
+
+async def _cap_error_body(response: Any) -> None:
+    """The HTTP client's response hook ("Error bodies"): an error status's body, before the
+    SDK reads it, becomes its first :data:`ERROR_BODY_BYTES` bytes as decoded (and at most as
+    many raw bytes), with ``Content-Encoding`` removed since they are decoded already."""
+    library = _http_library(response)
+    if response.status_code < 400 or library is None:
+        return
+    raw = _byte_stream(library, _RawHead, response.stream, ERROR_BODY_BYTES)
+    probe = library.Response(
+        response.status_code, headers=response.headers, stream=raw, request=response.request
+    )
+    response.stream = _byte_stream(library, _DecodedHead, probe, ERROR_BODY_BYTES)
+    if "content-encoding" in response.headers:
+        del response.headers["content-encoding"]
+
+
 class _TooLarge(Exception):
     """A response body past the cap; its message says so (no server text in it)."""
 
@@ -626,18 +771,24 @@ class OpenAIBackend:
         :class:`BackendError`."""
         return self._redact(text)
 
-    def _server_text(self, text: str) -> str:
+    def _server_text(self, text: str, *, cut: bool = False) -> str:
         """A server's error message as passed on: scrubbed (:meth:`_redact`) and cut to
         :data:`MAX_SERVER_MESSAGE_CHARS` characters ("Error messages"). Only a head of the
         text is scrubbed, long enough that every form of the key starting before the cut
         lies whole inside it (a key is printable ASCII, so its longest encoded form, the
         percent-encoding, is three characters a character), and is then cut: no piece of
-        the key is left at the cut that the whole text would not have shown."""
+        the key is left at the cut that the whole text would not have shown. The text of
+        a body ``cut`` at :data:`ERROR_BODY_BYTES` says so in place of a count."""
         cap = MAX_SERVER_MESSAGE_CHARS
-        if len(text) <= cap:
+        if len(text) <= cap and not cut:
             return self._redact(text)
         margin = 3 * len(self._api_key or "") + 16
         head = self._redact(text[: cap + margin])[:cap]
+        if cut:
+            return (
+                f"{head}… (the rest not shown: the body is over {ERROR_BODY_BYTES} bytes, "
+                "not read further)"
+            )
         return f"{head}… ({len(text) - cap} more characters not shown)"
 
     def _client(self) -> AsyncOpenAI:
@@ -646,9 +797,13 @@ class OpenAIBackend:
         if client is None:
             import openai
 
-            http: Any = None
+            # The SDK's own HTTP client, with the hook capping an error body: "Error bodies".
+            hooks = {"response": [_cap_error_body]}
+            http: Any
             if self.transport == "aiohttp":
-                http = openai.DefaultAioHttpClient(timeout=self.timeout_s)  # type: ignore[attr-defined,unused-ignore]
+                http = openai.DefaultAioHttpClient(timeout=self.timeout_s, event_hooks=hooks)  # type: ignore[attr-defined,unused-ignore]
+            else:
+                http = openai.DefaultAsyncHttpxClient(timeout=self.timeout_s, event_hooks=hooks)
             omitted: Any = openai.Omit()  # the SDK drops a default header set to Omit
             client = openai.AsyncOpenAI(
                 api_key=self._api_key,
@@ -731,18 +886,22 @@ class OpenAIBackend:
         return args
 
     def _status_error(
-        self, exc: openai.APIStatusError, json_mode: JsonMode, structured: bool
+        self, exc: openai.APIStatusError, json_mode: JsonMode, structured: bool, *, cut: bool
     ) -> BackendError:
         import openai
 
         refused = isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError))
+        message = exc.message
+        if cut and isinstance(exc.body, str):  # no JSON: its head is the message
+            message = f"{message} - {exc.body}"
         return self._status_failure(
             exc.status_code,
-            exc.message,
+            message,
             exc.response.headers.get("retry-after"),
             json_mode=json_mode,
             structured=structured,
             refused=refused,
+            cut=cut,
         )
 
     def _refusal(self, status: int) -> str:
@@ -760,6 +919,7 @@ class OpenAIBackend:
         json_mode: JsonMode,
         structured: bool,
         refused: bool = False,
+        cut: bool = False,
     ) -> BackendError:
         """The :class:`BackendError` of an HTTP error status (shared by every transport).
         A refused key (401, 403, or the SDK's exceptions for them: ``refused``) keeps the
@@ -768,7 +928,7 @@ class OpenAIBackend:
             return BackendError(
                 self._refusal(status), kind="client_error", retryable=False, status=status
             )
-        message = f"HTTP {status}: {self._server_text(server_message)}"
+        message = f"HTTP {status}: {self._server_text(server_message, cut=cut)}"
         retry_after = parse_retry_after(retry_after_header)
         if status == 429:
             return BackendError(
@@ -805,6 +965,8 @@ class OpenAIBackend:
         cutoff = current_cutoff()
         if cutoff is not None and cutoff.reason is not None:
             raise cutoff.failure()
+        cut: list[bool] = []  # whether an error body was cut: "Error bodies"
+        noting = _ERROR_BODY_CUT.set(cut)
         try:
             # A total deadline: httpx's timeout bounds each read, so a server dripping
             # one byte at a time would otherwise keep the attempt alive indefinitely.
@@ -845,7 +1007,7 @@ class OpenAIBackend:
                 self._redact(f"connection error: {exc}"), kind="connection", retryable=True
             )
         except openai.APIStatusError as exc:
-            failure = self._status_error(exc, json_mode, structured)
+            failure = self._status_error(exc, json_mode, structured, cut=bool(cut))
         except openai.APIResponseValidationError as exc:
             failure = BackendError(
                 self._redact(f"invalid response: {exc.message}"),
@@ -878,6 +1040,8 @@ class OpenAIBackend:
                 kind="timeout" if _timed_out(exc) else "connection",
                 retryable=True,
             )
+        finally:
+            _ERROR_BODY_CUT.reset(noting)
         if failure is not None:
             raise _unchained(failure)
         try:
