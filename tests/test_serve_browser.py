@@ -1021,3 +1021,23 @@ def test_a_wide_window_keeps_two_columns_and_a_sticky_bar_of_a_third_at_most(des
     page.set_viewport_size({"width": 1280, "height": 600})
     assert page.evaluate(CASE_LAYOUT)["position"] == "static"
     page.context.close()
+
+
+def test_the_run_filter_takes_a_typed_run_id_from_the_keyboard(desk: Desk) -> None:
+    """The run filter is a text field suggesting the newest runs: a run id typed in it
+    and Enter filter the queue on that run; the field keeps it, and its suggestions
+    name the run."""
+    expect = desk.sync_api.expect
+    run, (a, _b) = desk.submit([escalating(f"rf-{i}") for i in range(2)])
+    page = desk.page()
+    field = page.locator("input[name=run]")
+    expect(field).to_have_attribute("list", "run-choices")
+    expect(page.locator(f"#run-choices option[value='{run}']")).to_have_count(1)
+    field.focus()
+    page.keyboard.type(run)
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{desk.base}/review?*run={run}*")
+    expect(page.locator("input[name=run]")).to_have_value(run)
+    expect(page.locator(f"a.case-link[href^='/review/case/{a}']")).to_have_count(1)
+    expect(page.locator("a.case-link")).to_have_count(2)
+    page.context.close()

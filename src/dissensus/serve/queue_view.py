@@ -25,18 +25,21 @@ Choices this module makes:
   queue) links to the page where it would stand, by the cases of that status before
   it; a case outside the queue's filters to the first.
 * The automatic decisions listed for an audit leave out those waiting for a blind audit:
-  their committed answer stays hidden until the blind audit is answered.
+  their committed answer stays hidden until the blind audit is answered. Which those
+  are is read from the ``review.audit`` events (few: a sample), and only the cases
+  holding one are asked whether it was answered, not each automatic decision.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from fastapi import Request
 
-from dissensus.pipeline.audit import open_audits
+from dissensus.pipeline.audit import AUDIT_OPENED, open_audits
 from dissensus.pipeline.review import ReviewStatus
 from dissensus.serve.blind_audits import has_open_audit
 from dissensus.serve.journal_adapter import QueueEntry, QueueSort, UnknownItem, question_of
@@ -270,11 +273,24 @@ def statuses(request: Request, entries: list[QueueEntry]) -> Iterator[ReviewStat
             continue
 
 
+_AUDIT_KEY = re.compile(r"case/[^/]+/audit")
+"""The key of a blind audit item (``case/<line>/audit``)."""
+
+
 def auto_refs(request: Request, run_id: str | None) -> list[str]:
     """Unaudited automatic decisions, without those waiting for a blind audit (their
-    committed answer stays hidden until the blind audit is answered)."""
+    committed answer stays hidden until the blind audit is answered). Only the cases
+    with a blind audit (one read of the ``review.audit`` events) are looked up one by
+    one, not every automatic decision."""
     desk = service_of(request).desk
-    return [r for r in desk.auto_cases(run_id=run_id) if not has_open_audit(desk.journal, r)]
+    refs = desk.auto_cases(run_id=run_id)
+    audits = (
+        desk.journal.events(run_id, type=AUDIT_OPENED)
+        if run_id
+        else desk.journal.events_of_type(AUDIT_OPENED)
+    )
+    audited = {f"{e.run_id}.{e.key[5:-6]}" for e in audits if _AUDIT_KEY.fullmatch(e.key)}
+    return [r for r in refs if r not in audited or not has_open_audit(desk.journal, r)]
 
 
 def listed(refs: list[str], view: QueueView) -> list[str]:

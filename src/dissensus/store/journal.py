@@ -340,6 +340,11 @@ class Journal:
         the journal does not hold)."""
         return self._log.runs(after=after, limit=limit)
 
+    def newest_runs(self, limit: int, *, kind: str | None = None) -> list[RunInfo]:
+        """The ``limit`` newest runs, newest first (of ``kind`` only, when given), read
+        through the runs' index: the cost is the runs returned, not the journal's."""
+        return self._log.newest_runs(limit, kind=kind)
+
     # -- events -----------------------------------------------------------------------
 
     def append(
@@ -420,11 +425,13 @@ class Journal:
             return set()
         return self._log.cases_with_events(run_id, cases)
 
-    def events_of_type(self, type: str, *, since: str | None = None) -> Iterator[Event]:
+    def events_of_type(
+        self, type: str, *, since: str | None = None, kind: str | None = None
+    ) -> Iterator[Event]:
         """Every event of ``type`` across runs (run order, then sequence); with ``since``
         (an ISO-8601 UTC time as :func:`~dissensus.store.clock.now` writes it), only
-        those journalled at or after it."""
-        return self._log.of_type(type, since=since)
+        those journalled at or after it; with ``kind``, only those of runs of that kind."""
+        return self._log.of_type(type, since=since, kind=kind)
 
     def count_of_type(self, type: str) -> int:
         """How many events of ``type`` the journal holds, across runs."""

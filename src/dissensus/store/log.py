@@ -217,6 +217,20 @@ class SQLEventLog:
             )
         return [run_from_row(cast(RunRow, row)) for row in rows]  # whole rows of runs
 
+    def newest_runs(self, limit: int, *, kind: str | None = None) -> list[RunInfo]:
+        """The ``limit`` newest runs (of ``kind`` only, when given), newest first (creation
+        time, then id, both descending): the runs' ``(created, run_id)`` index read
+        backwards, so the query stops after the runs it returns (and the runs of other
+        kinds it passes), whatever the journal's size."""
+        where, args = ("", ()) if kind is None else (" WHERE kind = ?", (kind,))
+        with self._backend.errors():
+            rows = self._backend.rows(
+                f"SELECT * FROM runs{where} ORDER BY created DESC, run_id DESC"
+                f" LIMIT {max(0, int(limit))}",
+                args,
+            )
+        return [run_from_row(cast(RunRow, row)) for row in rows]  # whole rows of runs
+
     def finished(self, run_ids: Sequence[str]) -> set[str]:
         """Which of ``run_ids`` have their ``run.finished`` event journalled (one query per
         500 ids, below both back ends' bound on a statement's parameters)."""
@@ -483,12 +497,19 @@ class SQLEventLog:
             )
         return str(rows[0]["type"]) if rows else None
 
-    def of_type(self, type: str, *, since: str | None = None) -> Iterator[Event]:
+    def of_type(
+        self, type: str, *, since: str | None = None, kind: str | None = None
+    ) -> Iterator[Event]:
         """Every event of ``type`` across runs (run order, then sequence); with ``since``
         (a time in :func:`~dissensus.store.clock.now`'s form), only those at or after it,
         chosen by the database (the text sorts in time order), so a read of the recent
-        ones does not grow with the journal's history."""
-        where, args = ("", (type,)) if since is None else (" AND e.at >= ?", (type, since))
+        ones does not grow with the journal's history; with ``kind``, only those of runs
+        of that kind."""
+        where, args = "", [type]
+        if since is not None:
+            where, args = f"{where} AND e.at >= ?", [*args, since]
+        if kind is not None:
+            where, args = f"{where} AND r.kind = ?", [*args, kind]
         rows = self._event_rows(
             "SELECT e.* FROM events e JOIN runs r ON r.run_id = e.run_id WHERE e.type = ?"
             f"{where} ORDER BY r.created, e.run_id, e.seq",

@@ -19,7 +19,15 @@ Choices this module makes:
   to match it, so it counts one past the rows shown and says "at least"). The text search of the automatic decisions and of the blind audits matches
   the question and the case id (the reason is not shown there); their order is the
   journal's, newest first its reverse (:func:`~dissensus.serve.queue_view.listed`).
-* The lists (a text search reads each item's text the first time), the runs and the
+* **The run filter** is a text field: any run id can be typed (or pasted, or come in
+  ``?run=``), and its suggestions (a ``datalist``, offered as the reviewer types or
+  with the field's list key) are the :data:`RUN_CHOICES` newest decide runs, newest
+  first, read through the runs' index, and the run filtered on. A journal behind the
+  chat door holds a run per request: listing every run made the page grow with every
+  request ever journalled (megabytes at a hundred thousand runs). A run id the journal
+  does not hold shows an empty list saying so. The "run started" column reads the
+  runs of the rows shown, one lookup each, not every run.
+* The lists (a text search reads each item's text the first time), the run choices and the
   reviewer's count, and the monitor's confidence sequences, take a moment with a large
   journal: they are read and computed in worker threads, off the event loop, so
   ``/healthz`` and other requests are answered meanwhile.
@@ -36,6 +44,7 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
+from dissensus.pipeline.batch import RUN_KIND
 from dissensus.pipeline.records import Resolution, ReviewItem
 from dissensus.serve.acceptance import monitor_rows
 from dissensus.serve.blind_audits import blind_audit, open_audit_refs
@@ -50,13 +59,16 @@ from dissensus.serve.queue_view import (
     listed,
     statuses,
 )
-from dissensus.store import RunInfo
+from dissensus.store import Journal, RunInfo
 
-__all__ = ["router"]
+__all__ = ["RUN_CHOICES", "router"]
 
 router = APIRouter(include_in_schema=False)
 
 R = TypeVar("R")
+
+RUN_CHOICES = 200
+"""How many of the newest decide runs the run filter suggests (any other can be typed)."""
 
 
 @dataclass(frozen=True)
@@ -201,7 +213,7 @@ async def queue(request: Request) -> Response:
     page = _page(request)
     start = (page - 1) * QUEUE_ROWS
     lists = await run_in_threadpool(_lists, request, view, start, who.principal.name)
-    cases, auto, audits, infos = lists.cases, lists.auto, lists.audits, lists.infos
+    cases, auto, audits = lists.cases, lists.auto, lists.audits
     shown = auto if view.status == "automatic" else audits if view.status == "audits" else cases
     more = not shown.exact or start + len(shown.rows) < shown.total
     back = page - 1
@@ -210,7 +222,7 @@ async def queue(request: Request) -> Response:
     monitor, monitor_error = await run_in_threadpool(monitor_rows, service.journal)
     return render(
         "queue.html",
-        created={info.run_id: info.created for info in infos},
+        created=lists.created,
         title="review queue",
         principal=who.principal,
         csrf=service.sessions.csrf(who.sid),
@@ -227,7 +239,8 @@ async def queue(request: Request) -> Response:
         monitor=monitor or [],
         monitor_error=monitor_error,
         current_sha256=(service.spec.acceptance or {}).get("sha256"),
-        runs=sorted({info.run_id for info in infos}),
+        runs=lists.runs,
+        run_known=lists.run_known,
         filters=view,
         qs=view.suffix(),
         today=lists.today,
@@ -241,8 +254,13 @@ class _Lists:
     cases: Listing[CaseRow]
     auto: Listing[AutoRow]
     audits: Listing[AuditRow]
-    infos: list[RunInfo]
-    """The journal's decide runs."""
+    runs: list[str]
+    """The run filter's suggestions: the :data:`RUN_CHOICES` newest decide runs, newest
+    first, and the run filtered on."""
+    created: dict[str, str]
+    """When each run of the case rows shown was started."""
+    run_known: bool
+    """Whether the journal holds the run filtered on (true without one)."""
     today: int
     """The cases the reviewer resolved today."""
 
@@ -250,13 +268,27 @@ class _Lists:
 def _lists(request: Request, view: QueueView, start: int, reviewer: str) -> _Lists:
     """The queue page's lists from the ``start``-th row, its runs and the reviewer's count
     of today, read in a worker thread (see the module docstring)."""
-    service = service_of(request)
-    known = not view.run or service.journal.run(view.run, missing_ok=True) is not None
+    journal = service_of(request).journal
+    filtered = journal.run(view.run, missing_ok=True) if view.run else None
+    known = not view.run or filtered is not None
     status = view.status if known else ""
+    cases = _case_rows(request, view, start) if status in _CASES else Listing([], 0)
+    runs = [info.run_id for info in journal.newest_runs(RUN_CHOICES, kind=RUN_KIND)]
+    if filtered is not None and filtered.run_id not in runs:
+        runs.append(filtered.run_id)
+    started = {info.run_id: info for info in _runs_of(journal, cases.rows)}
     return _Lists(
-        cases=_case_rows(request, view, start) if status in _CASES else Listing([], 0),
+        cases=cases,
         auto=_auto_rows(request, view, start) if status == "automatic" else Listing([], 0),
         audits=_audit_rows(request, view, start) if status == "audits" else Listing([], 0),
-        infos=[info for info in service.journal.runs() if info.kind == "decide"],
-        today=service.desk.resolved_today(reviewer),
+        runs=runs,
+        created={run_id: info.created for run_id, info in started.items()},
+        run_known=known,
+        today=service_of(request).desk.resolved_today(reviewer),
     )
+
+
+def _runs_of(journal: Journal, rows: list[CaseRow]) -> list[RunInfo]:
+    """The headers of the runs of ``rows`` (one lookup per run, at most one per row)."""
+    found = (journal.run(run_id, missing_ok=True) for run_id in {r.item.run_id for r in rows})
+    return [info for info in found if info is not None]
