@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from concord_helpers import IDEAL, REJECTED, HashAgent
+from dissensus.baselines.compare import compare_rules
 from dissensus.concord import Negotiation, Outcome, TableAgent, negotiate, negotiate_sync
 from dissensus.errors import ConfigError
 
@@ -203,6 +204,22 @@ def test_two_agents_proposing_one_text_without_ids_table_one_candidate() -> None
     assert verify(record.model_dump(mode="json")).valid
     # each agent scored the plan once
     assert record.spent.evaluations == len(agents) * len(record.candidates)
+
+
+def test_owner_decides_picks_the_owners_plan_merged_into_another_agents() -> None:
+    """An owner whose plan another agent tabled first proposed that candidate: the
+    comparison's "Owner decides" read it as having tabled no proposal and committed
+    nothing."""
+
+    class Same(HashAgent):
+        async def propose(self, view: Any) -> Outcome | None:
+            return Outcome(text="Roll back the release and page the owner.")
+
+    agents = [Same("a0", 1), Same("a1", 2)]
+    record = negotiate_sync(agents, rejected=REJECTED, ideal=IDEAL, floor=0.0, rounds=0, options=[])
+    for owner in ("a0", "a1"):
+        row = {r.strategy: r for r in compare_rules(record, owner)}["Owner decides"]
+        assert row.selected == "C1", (owner, row.result)
 
 
 @pytest.mark.parametrize(

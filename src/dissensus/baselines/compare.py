@@ -147,6 +147,25 @@ def concord_row(cert: Certificate) -> RuleResult:
     return row
 
 
+def _owner_proposal(cert: Certificate, owner: str) -> str | None:
+    """The opening candidate ``owner`` proposed: the one it tabled, or the one its
+    proposal merged into (the same plan tabled first by another agent, which the
+    round's notes record as the verifier reads them); ``None`` if it proposed none."""
+    opening_cands = [c for c in cert.candidates if c.round == 1]
+    tabled = next((c.id for c in opening_cands if c.author == owner), None)
+    if tabled is not None:
+        return tabled
+    notes = [n for step in cert.trajectory if step.round == 1 for n in step.notes]
+    return next(
+        (
+            c.id
+            for c in opening_cands
+            if f"{owner} proposed {c.id}, already tabled by {c.author}; merged" in notes
+        ),
+        None,
+    )
+
+
 def compare_rules(cert: Certificate, owner: str | None = None) -> list[RuleResult]:
     """CONCORD and the classic rules on the certificate's scores (each pick's agents
     below the floor read from the unrounded scores, a fault never clearing it)."""
@@ -155,7 +174,7 @@ def compare_rules(cert: Certificate, owner: str | None = None) -> list[RuleResul
     ids = [o for o, _ in options]
     agents = cert.covered
     owner_id = owner if owner is not None else agents[0]
-    own = next((c.id for c in cert.candidates if c.round == 1 and c.author == owner_id), None)
+    own = _owner_proposal(cert, owner_id)
     rows = [
         concord_row(cert),
         owner_decides(owner_id, own, matrix, agents, cert.floor, exact=exact),
