@@ -416,3 +416,14 @@ def test_an_answer_by_id_is_tried_not_the_last_answer_sent_without_one(tmp_path:
     out = app.invoke(_resume({pending: _answer(value, "2", "by id")}), config)
     assert out["dissensus"]["resolution"] == {"decision": "2", "note": "by id", "reviewer": "kim"}
     assert len(_resolutions(path, value["review_id"])) == 1
+
+
+def test_an_empty_note_is_refused_naming_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    app = build(_memory(), str(path))
+    config = _config("t-empty-note")
+    value = app.invoke({"case": "c10", "kind": "conflict"}, config)["__interrupt__"][0].value
+    again = app.invoke(_resume(_answer(value, "2", "  ")), config)["__interrupt__"][0].value
+    assert again["error"] == "field 'note': the note must not be empty"
+    out = app.invoke(_resume(_answer(value, "2", "now with a reason")), config)
+    assert out["dissensus"]["resolution"]["note"] == "now with a reason"
