@@ -201,7 +201,8 @@ def test_a_resume_naming_no_reviewer_is_refused_while_someone_holds_a_claim(
     with Journal(path) as journal:
         assert find_item(journal, value["review_id"]).resolution is None
         assert journal.release_claim(value["review_id"], "bob")
-    out = app.invoke(_resume(_answer(again.value)), config)
+    # A new answer: the refused one sent again is that answer, never tried again.
+    out = app.invoke(_resume(_answer(again.value, note="bob let go")), config)
     assert out["dissensus"]["resolution"]["reviewer"] is None
 
 

@@ -1,4 +1,4 @@
-"""The LangGraph node's answers: only the newest resolves, bad text is refused, bad config named.
+"""The LangGraph node's answers: only one given now resolves, bad text is refused, bad config named.
 
 A resumed node is handed every answer given to it so far, oldest first; these tests hold
 that an answer refused once (for a reason that has gone since: a claim released, another
@@ -357,3 +357,73 @@ def test_a_busy_journal_fails_the_run_and_the_held_answer_is_tried_on_resume(
         "note": "checked twice",
         "reviewer": "kim",
     }
+
+
+def _refused_then_released(tmp_path: Path, thread: str, *, by_id: bool) -> Any:
+    """kim's answer refused for lee's claim, the claim then released: (app, config, value)."""
+    path = tmp_path / "j.sqlite"
+    app = build(_memory(), str(path))
+    config = _config(thread)
+    value = app.invoke({"case": "c9", "kind": "conflict"}, config)["__interrupt__"][0].value
+    with Journal(path) as journal:
+        claim(journal, value["review_id"], "lee", ttl=600)
+    answer = _answer(value, "1", "kim's answer, refused")
+    if by_id:
+        answer = {app.get_state(config).interrupts[0].id: answer}
+    refused = app.invoke(_resume(answer), config)
+    assert "claimed by lee" in refused["__interrupt__"][0].value["error"]
+    with Journal(path) as journal:
+        assert journal.release_claim(value["review_id"], "lee")
+    return app, config, value, path
+
+
+@pytest.mark.parametrize("by_id", [False, True], ids=["resume", "resume-by-id"])
+def test_a_refused_answer_is_not_tried_when_the_graph_is_resumed_with_none(
+    tmp_path: Path, by_id: bool
+) -> None:
+    """``invoke(None, config)`` hands the node its refused answer again: it is dropped and
+    the node asks again; it resolved the case once the claim was gone."""
+    app, config, value, path = _refused_then_released(tmp_path, "t-none", by_id=by_id)
+    for _ in range(2):
+        out = app.invoke(None, config)
+        assert "__interrupt__" in out, out.get("dissensus")
+        assert "this answer was refused before" in out["__interrupt__"][0].value["error"]
+    assert _resolutions(path, value["review_id"]) == []
+    out = app.invoke(_resume(_answer(value, "2", "kim's new answer")), config)
+    assert out["dissensus"]["resolution"] == {
+        "decision": "2",
+        "note": "kim's new answer",
+        "reviewer": "kim",
+    }
+
+
+def test_the_refused_answer_sent_again_is_that_answer(tmp_path: Path) -> None:
+    """LangGraph resumed with no new answer hands the node its last answer again, which
+    cannot be told from the same answer sent again: both are the refused answer."""
+    app, config, value, path = _refused_then_released(tmp_path, "t-same", by_id=False)
+    again = app.invoke(_resume(_answer(value, "1", "kim's answer, refused")), config)
+    assert "__interrupt__" in again, again.get("dissensus")
+    assert "this answer was refused before" in again["__interrupt__"][0].value["error"]
+    assert _resolutions(path, value["review_id"]) == []
+
+
+def test_an_answer_by_id_is_tried_not_the_last_answer_sent_without_one(tmp_path: Path) -> None:
+    """After an answer sent with ``Command(resume=value)`` was refused, LangGraph hands the
+    node that value again after an answer sent by interrupt id: the answer by id is the one
+    tried (the older one resolved the case instead)."""
+    app, config, value, path = _refused_then_released(tmp_path, "t-mixed", by_id=False)
+    pending = app.get_state(config).interrupts[0].id
+    out = app.invoke(_resume({pending: _answer(value, "2", "by id")}), config)
+    assert out["dissensus"]["resolution"] == {"decision": "2", "note": "by id", "reviewer": "kim"}
+    assert len(_resolutions(path, value["review_id"])) == 1
+
+
+def test_an_empty_note_is_refused_naming_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    app = build(_memory(), str(path))
+    config = _config("t-empty-note")
+    value = app.invoke({"case": "c10", "kind": "conflict"}, config)["__interrupt__"][0].value
+    again = app.invoke(_resume(_answer(value, "2", "  ")), config)["__interrupt__"][0].value
+    assert again["error"] == "field 'note': the note must not be empty"
+    out = app.invoke(_resume(_answer(value, "2", "now with a reason")), config)
+    assert out["dissensus"]["resolution"]["note"] == "now with a reason"

@@ -422,3 +422,42 @@ def test_every_request_with_a_lone_surrogate_is_answered() -> None:
     for line in waits_for_nothing:
         refusal = _refusal(line + "\n")
         assert refusal is not None and refusal.answer() is None, line
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        ({"note": ""}, "field 'note': the note must not be empty"),
+        ({"note": " \u200b "}, "field 'note': the note must not be empty"),
+        ({"decision": "  "}, "field 'decision': the decision must not be empty"),
+        ({"note": "a\x00b"}, "field 'note': the note holds the control character U+0000"),
+        ({"note": "n" * 32_769}, "field 'note': the note is 32769 characters long; at most"),
+    ],
+)
+def test_review_resolve_names_the_field_of_a_note_or_decision_it_refuses(
+    tmp_path: Path, answer: dict[str, str], says: str
+) -> None:
+    """An empty note was refused as ``the note must not be empty``, naming no field where
+    every other argument error of the tool does (``field 'decision': String should have
+    at least 1 character``); the service gives ``note`` as the field of the same words."""
+    conflict = panel("c", ["1", "2"], values=[{"a": 1.0}, {"b": 1.0}])
+    _, listed = _calls(
+        tmp_path,
+        [
+            ("decide", {"panels": [conflict], "journal": "j.sqlite"}),
+            ("review_list", {"journal": "j.sqlite"}),
+        ],
+    )
+    (item,) = tool_data(listed)
+    args = {
+        "review_id": item["review_id"],
+        "decision": "1",
+        "note": "ok",
+        "content_sha256": item["content_sha256"],
+        "journal": "j.sqlite",
+        **answer,
+    }
+    (refused,) = _calls(tmp_path, [("review_resolve", args)])
+    assert refused.is_error and tool_text(refused).startswith(
+        f"Error executing tool review_resolve: {says}"
+    ), tool_text(refused)

@@ -19,6 +19,11 @@ Choices this module makes:
 * A reviewer's answer (:class:`ReviewAnswer`) holding a lone surrogate (a ``"\\ud83d"``
   JSON escape) is refused naming its field, as
   :func:`~dissensus.pipeline.review.resolve` refuses one: no UTF-8 journal can hold it.
+* An answer the review path refuses for its decision or note (blank, a control
+  character, over :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters) is refused
+  naming the field as the answer's other errors are (``field 'note': the note must not
+  be empty``): the service's words (``POST /v1/review/{id}/resolve`` gives the field
+  beside them), after the field, as the MCP tool and the LangGraph node name a field.
 * The request shown to a reviewer (:class:`ReviewRequest`) is a digest of the item (the
   question, options, each agent's decision and reasoning) with the hash of the whole
   item; agent text in it is untrusted data. Its options are in the order the review page
@@ -56,6 +61,10 @@ __all__ = [
     "review_request",
 ]
 
+
+_ANSWER_FIELDS = ("decision", "note")
+"""The answer's fields the review path checks itself (blank, a control character, too
+long), its errors named with the field here as the answer's other errors are."""
 
 _HEX64 = re.compile(r"[0-9A-Fa-f]{64}")
 """A sha256 in hex digits of either case (the journal writes lower-case ones)."""
@@ -164,11 +173,19 @@ def resolve_checked(
         error.field = "content_sha256"
         raise error
     content_sha256 = content_sha256.lower()
-    return resolve(
-        journal,
-        review_id,
-        decision=decision,
-        note=note,
-        reviewer=reviewer,
-        content_sha256=content_sha256,
-    )
+    try:
+        return resolve(
+            journal,
+            review_id,
+            decision=decision,
+            note=note,
+            reviewer=reviewer,
+            content_sha256=content_sha256,
+        )
+    except InputError as exc:
+        if exc.field not in _ANSWER_FIELDS or str(exc).startswith("field "):
+            raise
+        # Named as every other error of the answer is: ``field 'note': ...``.
+        named = InputError(f"field {exc.field!r}: {exc}")
+        named.field = exc.field
+        raise named from exc

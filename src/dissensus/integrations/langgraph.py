@@ -53,14 +53,23 @@ Choices where the framework is silent:
   text that is not valid Unicode) does not fail the graph: the node interrupts again with
   the same request and an ``error`` field saying why, since LangGraph keeps the first
   answer given to an interrupt for good.
-* **Only the newest answer is tried.** A resumed node runs again from its start, and
+* **Only an answer given now is tried.** A resumed node runs again from its start, and
   each of its ``interrupt`` calls returns, in order, the answers given so far; the call
-  after the last of them raises ``GraphInterrupt``. The node therefore holds each answer
-  until the next ``interrupt`` call: if that call returns another answer, the held one
-  was tried (and refused) in an earlier run and is dropped untried, nothing written to
-  the journal; only when it raises is the held answer the newest, and only then is it
-  tried. An answer refused once never resolves the case later, even when what refused
-  it has gone (a claim released or expired, another reviewer named in the config).
+  after the last of them raises ``GraphInterrupt``, and only then is an answer tried:
+  the one the invocation resuming the graph gave this task. LangGraph also keeps the
+  value of the latest ``Command(resume=value)`` while the task is pending and hands it
+  to every later run as the newest answer, so resumed with no new answer
+  (``invoke(None, config)``) the node was handed its refused answer again, tried it, and
+  resolved the case with it once what refused it had gone (a claim released or expired,
+  another reviewer named in the config). The node reads, from the running task's config,
+  the answers it was handed before and the resume values of the invocation
+  (:func:`_fresh_answer`): an answer sent by interrupt id is the one given now; a
+  ``Command(resume=value)`` value is one given now unless the answers handed before
+  already end with it. Given none, the node drops the held answer untried and asks again
+  (``error``: :data:`REPLAYED`). The same answer sent again with ``Command(resume=...)``
+  cannot be told from that replay and is dropped too: an answer refused once never
+  resolves the case; a new one (another note, say) or one sent by interrupt id is tried.
+  Without those config keys (another LangGraph), the newest answer is tried.
 * **Resolved elsewhere**: when the item was resolved meanwhile (``dissensus review
   resolve``, another service), the journalled resolution stands and the node returns
   its record without interrupting.
@@ -70,7 +79,8 @@ Choices where the framework is silent:
   reviewer holds a live claim on the case (the node interrupts again with the reason).
   A resolver that raises or returns anything but a string or ``None`` fails the run
   with a :class:`~dissensus.errors.ConfigError` naming the resolver: the application's
-  error, not the reviewer's (resumed again once fixed, the held answer is tried). So
+  error, not the reviewer's (resumed again once fixed, the held answer is tried, as after
+  a failed journal below). So
   does a name no resolution may hold, by the rule of ``review resolve --reviewer`` and
   ``dissensus mcp --reviewer`` (a control or invisible character, more than 128
   characters): it was shown to the reviewer as their answer's error, which no answer
@@ -83,7 +93,10 @@ Choices where the framework is silent:
   :class:`~dissensus.store.JournalError`; nothing is journalled, and the held answer is
   tried again when the graph is resumed (``invoke(None, config)``). It was shown to the
   reviewer as the error of their answer (``journal /srv/j.sqlite is locked by another
-  writer``), which the answer could not mend.
+  writer``), which the answer could not mend. LangGraph keeps nothing that tells a failed
+  try from a refused one, so the process remembers the answer whose try failed (by
+  journal, review id and run id, the latest 1,024): resumed in another process, the node
+  asks again rather than try an answer that may have been refused.
 * **Shift watch**: the node makes one run per panel, too few cases for a run's own
   shift check, so it keeps a shift watch (:mod:`dissensus.pipeline.shift_watch`) and
   steps it after each decision: every ``shift_every`` judged cases (default 100; 0: no
@@ -115,6 +128,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -154,6 +169,93 @@ log = logging.getLogger("dissensus.integrations.langgraph")
 _CONFIG_KEY_READ = "__pregel_read"
 """Where LangGraph puts, in a running node's config, the reader of the graph's state
 channels (a key the state lacks is a ``KeyError``)."""
+_CONFIG_KEY_SCRATCHPAD = "__pregel_scratchpad"
+"""Where LangGraph puts a running task's scratchpad: the answers the task was handed
+(``resume``) and the value of the latest ``Command(resume=value)`` (``get_null_resume``)."""
+_CONFIG_KEY_RESUME_MAP = "__pregel_resume_map"
+"""Where LangGraph puts the answers of a ``Command(resume={interrupt_id: value})``."""
+
+REPLAYED = (
+    "this answer was refused before and is not tried again (an answer refused once never "
+    "resolves the case; the same answer sent again is that answer): send a new answer"
+)
+"""The ``error`` of a request asked again when the graph was resumed with no new answer
+(``invoke(None, config)``), or with the refused answer again, after its answer had been
+refused."""
+
+_NONE = object()
+"""No answer (``None`` is no answer LangGraph hands back, but a value all the same)."""
+
+_FAILED_MAX = 1024
+_FAILED: OrderedDict[tuple[str, str, str], object] = OrderedDict()
+"""The answer whose try failed on the journal or the reviewer resolver (not refused), by
+journal, review id and node run id, in this process: tried again when the graph is
+resumed with no new answer. The oldest are dropped past ``_FAILED_MAX`` (such an answer
+is then asked for again, never tried)."""
+_FAILED_LOCK = threading.Lock()
+
+
+def _remember_failed(key: tuple[str, str, str], answer: object) -> None:
+    with _FAILED_LOCK:
+        _FAILED[key] = answer
+        _FAILED.move_to_end(key)
+        while len(_FAILED) > _FAILED_MAX:
+            _FAILED.popitem(last=False)
+
+
+def _fresh_answer(config: RunnableConfig) -> int | None:
+    """The place, among the answers a re-run node is handed, of the one the invocation
+    running it gave this task (``Command(resume=...)``), or ``None`` when it gave none
+    (``invoke(None, config)``, or a resume by id naming another interrupt).
+
+    LangGraph keeps the answers a task was handed (its resume list) and also the value of
+    the latest ``Command(resume=value)`` for as long as the task is pending, and appends
+    that value again at each re-run: resumed with no new answer, the node is handed the
+    answer it tried last time once more, as the newest. That value is the one given now
+    only while the resume list does not already end with it. An answer sent by interrupt
+    id is the last of the resume list when the run starts (the very object of the
+    invocation's resume map). Read from the running node's config (what LangGraph keeps
+    there); with a LangGraph keeping neither, ``-1``: the newest answer is taken as given
+    now.
+    """
+    conf = config.get("configurable") or {}
+    pad = conf.get(_CONFIG_KEY_SCRATCHPAD)
+    given = getattr(pad, "resume", None)
+    null = getattr(pad, "get_null_resume", None)
+    if not isinstance(given, list) or not callable(null):
+        return -1
+    by_id = conf.get(_CONFIG_KEY_RESUME_MAP)
+    if isinstance(by_id, Mapping):
+        if given and any(v is given[-1] for v in by_id.values()):
+            return len(given) - 1
+        return None
+    latest = null(False)
+    if latest is None or (given and _same(given[-1], latest)):
+        return None
+    return len(given)
+
+
+def _to_try(answers: list[object], fresh: int | None, failed: object) -> object:
+    """The answer to try of those a run was handed (``_NONE``: none, each was tried):
+    the one given now, else one whose try failed (not refused) in an earlier run."""
+    if fresh is not None:
+        return answers[-1] if fresh == -1 or fresh >= len(answers) else answers[fresh]
+    if failed is not _NONE and any(_same(a, failed) for a in answers):
+        return failed
+    return _NONE
+
+
+def _same(a: object, b: object) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # a value that cannot be compared is no copy of another
+        return False
+
+
+def _take_failed(key: tuple[str, str, str]) -> object:
+    with _FAILED_LOCK:
+        return _FAILED.pop(key, _NONE)
+
 
 PanelBuilder = Callable[[Any], Panel | Mapping[str, Any]]
 ReviewerResolver = Callable[[RunnableConfig], str | None]
@@ -304,25 +406,38 @@ class DecisionNode:
 
     def _ask(self, journal: Journal, review_id: str, config: RunnableConfig) -> CaseRecord:
         error: str | None = None
-        # The answer returned by the latest interrupt() and not tried yet. LangGraph hands
-        # a re-run node every answer given to it so far, oldest first: an answer is the
-        # newest only when the next interrupt() raises, and each one before it was tried
-        # (and refused) in an earlier run, so it is passed over untried.
-        pending: tuple[object] | None = None
+        fresh = _fresh_answer(config)
+        failed_key = (str(self.journal), review_id, node_run_id(config))
+        # The answers interrupt() returned so far in this run: LangGraph hands a re-run
+        # node every answer given to it, oldest first, and the call after the last of them
+        # raises. Only then is an answer tried, and only one this run was given (see
+        # _fresh_answer), or one whose try failed on the journal or the resolver.
+        answers: list[object] = []
+        handled = False
         while True:
             status = find_item(journal, review_id)
             done = resolved_record(journal, status)
             if done is not None:
+                _take_failed(failed_key)
                 return done
             request = review_request(status, error=error).model_dump(mode="json")
             try:
-                pending = (interrupt(request),)
+                answers.append(interrupt(request))
                 continue
             except GraphInterrupt:
-                if pending is None:
+                if handled or not answers:
                     raise
-            (raw,), pending = pending, None
-            record, error = self._try(journal, review_id, raw, config)
+            handled = True
+            raw = _to_try(answers, fresh, _take_failed(failed_key))
+            if raw is _NONE:
+                error = REPLAYED
+                continue
+            try:
+                record, error = self._try(journal, review_id, raw, config)
+            except (JournalError, ConfigError):
+                # Not the answer's fault: tried again when the graph is resumed.
+                _remember_failed(failed_key, raw)
+                raise
             if record is not None:
                 return record
 

@@ -251,13 +251,6 @@ def _lone_surrogate(text: str, where: str) -> str | None:
     return None if problem is None else f"{where} is {problem}"
 
 
-def _refuse_lone_surrogate(text: str, where: str) -> None:
-    """An :class:`InputError` naming ``where`` when ``text`` is not Unicode text."""
-    problem = _lone_surrogate(text, where)
-    if problem is not None:
-        raise InputError(problem)
-
-
 def reviewer_name_problem(name: str, where: str) -> str | None:
     """Why ``name`` (named ``where`` in the text) cannot be a reviewer's, or None: a lone
     surrogate, more than :data:`MAX_REVIEWER_CHARS` characters, or a character that
@@ -323,19 +316,23 @@ def check_resolution_fields(*, decision: str | None, note: str, reviewer: str | 
     fields, and the service's ``--max-field-chars`` default), and a reviewer name as
     :func:`reviewer_name` allows; none of them holding a lone surrogate (a ``"\\ud83d"``
     JSON escape, which no UTF-8 journal can hold); an :class:`InputError` naming the
-    field."""
+    field (also as its :attr:`~InputError.field`, for a door that names fields its own way)."""
     for field, value in (("decision", decision), ("note", note)):
         if value is None:
             continue
+        problem = None
         if shows_nothing(value):
-            raise InputError(f"the {field} must not be empty")
-        _refuse_lone_surrogate(value, f"the {field}")
-        if (problem := control_problem(value, lines=field == "note")) is not None:
-            raise InputError(f"the {field} {problem}")
-        if len(value) > MAX_FIELD_CHARS:
-            raise InputError(
-                f"the {field} is {len(value)} characters long; at most {MAX_FIELD_CHARS}"
-            )
+            problem = f"the {field} must not be empty"
+        elif (surrogate := _lone_surrogate(value, f"the {field}")) is not None:
+            problem = surrogate
+        elif (control := control_problem(value, lines=field == "note")) is not None:
+            problem = f"the {field} {control}"
+        elif len(value) > MAX_FIELD_CHARS:
+            problem = f"the {field} is {len(value)} characters long; at most {MAX_FIELD_CHARS}"
+        if problem is not None:
+            error = InputError(problem)
+            error.field = field
+            raise error
     if reviewer is not None:
         _checked_reviewer(reviewer, "the reviewer")
 

@@ -54,9 +54,11 @@ Choices where the protocol is silent:
   after the first ends the call with a tool error naming the panels done and their runs,
   so that a retry sends only the rest. After each panel's run the server's shift watch
   of that journal and acceptance file (:mod:`dissensus.pipeline.shift_watch`, one per
-  pair for the server's life; ``dissensus mcp --shift-every``, default 100, 0: none) is
-  stepped off the event loop, so that one-panel calls' cases are checked together and a
-  flag holds later runs under ``acceptance.on_shift: escalate``.
+  pair, the :data:`~.settings.WATCHES` most recently used kept, one in use never
+  dropped; ``dissensus mcp --shift-every``, default 100, 0: none) is stepped off the
+  event loop, so that one-panel calls' cases are checked together and a flag holds later
+  runs under ``acceptance.on_shift: escalate``. A watch dropped is made anew, as after a
+  restart: the same checks, no more of the level spent, and the flag is the journal's.
 * **Bounds**: ``route`` and ``vote`` check every panel or case against
   :mod:`dissensus.io.limits` (agents or voters, characters per field, text and values
   per record) and its nesting (at most :data:`~dissensus.io.jsontext.MAX_DEPTH` levels,

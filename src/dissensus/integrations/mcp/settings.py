@@ -9,7 +9,24 @@ the variable before the server serves.
 
 A message naming the server's own journal names it as the operator configured it, its
 password masked (:func:`~dissensus.store.targets.mask_url`), as the store itself names
-it: a tool's answer goes to the caller, who never sees the server's credentials."""
+it: a tool's answer goes to the caller, who never sees the server's credentials.
+
+Choices this module makes:
+
+* **What the server keeps per journal is bounded.** A caller may name any number of
+  journals. The lock a call holds while it checks and opens a journal file is kept only
+  while a call holds it or waits for it (a later call makes a new one: nothing is left
+  to exclude). The shift watches of ``decide`` (one per journal, acceptance file and
+  level) are kept for the :data:`WATCHES` most recently used; a watch a call is
+  stepping is never dropped (so two calls on one journal step one watch, one step at a
+  time), and an older one, unused, is dropped when a new one would pass that number.
+  A dropped watch is made anew at its journal's next ``decide``, as a restarted
+  server's is (:mod:`dissensus.pipeline.shift_watch`): its first step looks at the
+  journal and makes the check of the latest multiple of ``every`` again -- the same
+  check of the same cases, with the same outcome, so no more of the level is spent --
+  at the cost of one read of the file's judged cases and one fit. A flag it would
+  journal is found in the journal, never in the watch, so a dropped watch loses no
+  hold."""
 
 from __future__ import annotations
 
@@ -17,8 +34,10 @@ import contextlib
 import os
 import shlex
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.integrations.mcp.caller_files import _caller_file, _CodeRefused
@@ -33,8 +52,13 @@ from dissensus.signing import signer_from_env
 from dissensus.store import Journal, is_postgres_url, journal_path, open_journal
 from dissensus.store.targets import mask_url
 
+WATCHES = 64
+"""Shift watches of ``decide`` the server keeps, the most recently used (see above)."""
+
 REVIEWER_ENV = "DISSENSUS_REVIEWER"
 """The reviewer identity ``review_resolve`` records when ``--reviewer`` is not given."""
+
+T = TypeVar("T")
 
 
 def _code_setting(policy: Policy, base: Path | None, file: str | None) -> str | None:
@@ -87,6 +111,16 @@ def _server_reviewer(given: str | None) -> str | None:
     return given.strip()
 
 
+class _Kept(Generic[T]):
+    """A value the server keeps for a journal, with the calls using it now."""
+
+    __slots__ = ("users", "value")
+
+    def __init__(self, value: T) -> None:
+        self.value = value
+        self.users = 0
+
+
 class _Settings:
     def __init__(
         self,
@@ -106,18 +140,34 @@ class _Settings:
         self.signer = signer_from_env()
         self.root = _served_root(root)
         self.allow_functions = allow_functions
-        self._opening: dict[Path, threading.Lock] = {}
+        # The lock of each journal file a call is checking and opening, with the calls
+        # holding or waiting for it: dropped when none does.
+        self._opening: dict[Path, _Kept[threading.Lock]] = {}
         self._opening_guard = threading.Lock()
-        # One shift watch per journal and acceptance file (dissensus.pipeline.shift_watch).
+        # One shift watch per journal and acceptance file (dissensus.pipeline.shift_watch),
+        # the WATCHES most recently used, with the calls stepping it.
         self.shift_every = check_every(shift_every)
-        self._watches: dict[tuple[str, str, float], ShiftWatch] = {}
+        self._watches: OrderedDict[tuple[str, str, float], _Kept[ShiftWatch]] = OrderedDict()
 
-    def _lock_for(self, path: Path) -> threading.Lock:
-        """The lock held while a call checks and opens the journal at ``path``: the first
-        call to open a new journal creates its file, empty until its schema is written,
-        and a call checking it then would take it for an empty file that is no journal."""
+    @contextlib.contextmanager
+    def _opening_lock(self, path: Path) -> Iterator[None]:
+        """Hold the lock of the journal at ``path`` while a call checks and opens it: the
+        first call to open a new journal creates its file, empty until its schema is
+        written, and a call checking it then would take it for an empty file that is no
+        journal. Kept while a call holds or waits for it, never longer."""
         with self._opening_guard:
-            return self._opening.setdefault(path, threading.Lock())
+            kept = self._opening.get(path)
+            if kept is None:
+                kept = self._opening[path] = _Kept(threading.Lock())
+            kept.users += 1
+        try:
+            with kept.value:
+                yield
+        finally:
+            with self._opening_guard:
+                kept.users -= 1
+                if kept.users == 0:
+                    del self._opening[path]
 
     def file(self, value: str, field: str) -> str:
         """The file a path argument names, under the served directory and existing."""
@@ -168,7 +218,7 @@ class _Settings:
             raise InputError(
                 "journal not found under the directory the server serves (field 'journal')"
             )
-        with self._lock_for(path):
+        with self._opening_lock(path):
             if path.is_file() and path.stat().st_size == 0:
                 # SQLite would make any empty file (a package's __init__.py) a journal.
                 raise InputError("an existing empty file is not a journal (field 'journal')")
@@ -179,19 +229,39 @@ class _Settings:
                 text = str(exc).replace(str(path), journal).replace(str(self.root), ".")
                 raise InputError(f"{text} (field 'journal')") from None
 
-    def watch(self, store: Journal, spec: RunSpec) -> ShiftWatch | None:
+    @contextlib.contextmanager
+    def watching(self, store: Journal, spec: RunSpec) -> Iterator[ShiftWatch | None]:
         """The shift watch of the cases ``decide`` decides with ``spec`` into ``store``
-        (``None``: nothing to watch): one per journal, acceptance file and level, kept for
-        the server's life, so that its count goes on from call to call."""
+        (``None``: nothing to watch): one per journal, acceptance file and level, so that
+        its count goes on from call to call, kept while the call uses it and then among
+        the :data:`WATCHES` most recently used (see the module docstring)."""
         if spec.acceptance is None or self.shift_every == 0:
-            return None
+            yield None
+            return
         key = (
             str(store.path),
             str(spec.acceptance.get("sha256")),
             spec.policy.acceptance.shift_alpha,
         )
         with self._opening_guard:
-            return self._watches.setdefault(key, ShiftWatch(spec, every=self.shift_every))
+            kept = self._watches.get(key)
+            if kept is None:
+                kept = self._watches[key] = _Kept(ShiftWatch(spec, every=self.shift_every))
+            self._watches.move_to_end(key)
+            kept.users += 1
+            self._drop_watches()
+        try:
+            yield kept.value
+        finally:
+            with self._opening_guard:
+                kept.users -= 1
+                self._drop_watches()
+
+    def _drop_watches(self) -> None:
+        """Drop the least recently used watches no call is using, past :data:`WATCHES`."""
+        unused = [k for k, kept in self._watches.items() if kept.users == 0]
+        for key in unused[: max(0, len(self._watches) - WATCHES)]:
+            del self._watches[key]
 
     def spec(self, policy: str | None) -> RunSpec:
         """The run specification of a call: its policy file, else the server's (built per

@@ -177,8 +177,10 @@ def add_decide_tool(server: MCPServer, settings: _Settings) -> None:
         # A plain function: the SDK runs it in a worker thread, where the runs are decided
         # on an event loop of its own, so a journal locked elsewhere never stops the server.
         spec = settings.spec(policy)
-        with settings.using(journal, must_exist=False) as (store, named):
-            watch = settings.watch(store, spec)
+        with (
+            settings.using(journal, must_exist=False) as (store, named),
+            settings.watching(store, spec) as watch,
+        ):
             return asyncio.run(_decide_panels(store, spec, panels, named, watch))
 
     server.add_tool(_reported(decide), name="decide", description=with_untrusted_text(decide))
