@@ -45,13 +45,14 @@ _PART = st.text(alphabet="abcxyz019-_.~%:@!$", min_size=1, max_size=8)
 @given(
     user=st.sampled_from(["ann", "a.b", ""]),
     password=_PART,
-    host=st.sampled_from(["db.example", "127.0.0.1", "[::1]"]),
+    host=st.sampled_from(["db.example", "127.0.0.1", "[::1]", "h1:5432,h2", ""]),
     port=st.sampled_from(["", ":5432"]),
     params=st.lists(
         st.sampled_from(["sslmode=require", "connect_timeout=3", "application_name=x"]),
         max_size=2,
     ),
     secret=st.sampled_from([None, "password", "sslpassword", "pass%77ord"]),
+    value=st.sampled_from(["hidden", "hid#den", "hid%23den"]),
     secret_at=st.integers(0, 2),
 )
 def test_a_command_names_the_same_server_without_any_password(
@@ -61,11 +62,13 @@ def test_a_command_names_the_same_server_without_any_password(
     port: str,
     params: list[str],
     secret: str | None,
+    value: str,
     secret_at: int,
 ) -> None:
     """What libpq reads from the URL in a command is what it reads from the journal's
-    URL, without the password (user-info or query parameter)."""
-    from urllib.parse import quote, urlsplit
+    URL, without the password (user-info or query parameter): a host list, an empty host
+    (the host in the query) and a ``#`` in a value (no fragment to libpq) included."""
+    from urllib.parse import quote
 
     from psycopg.conninfo import conninfo_to_dict
 
@@ -73,12 +76,18 @@ def test_a_command_names_the_same_server_without_any_password(
 
     query = list(params)
     if secret is not None:
-        query.insert(min(secret_at, len(query)), f"{secret}=hidden")
+        query.insert(min(secret_at, len(query)), f"{secret}={value}")
+    if not host:
+        query.append("host=127.0.0.1")
+        port = ""
+    elif "," in host:
+        port = ""
     url = f"postgresql://{user}:{quote(password, safe='')}@{host}{port}/j"
     url += ("?" + "&".join(query)) if query else ""
     shown = command_url(url)
-    assert urlsplit(shown).password is None
-    assert "hidden" not in shown
+    assert shown.startswith("postgresql://")
+    assert "@" not in shown or ":" not in shown.split("://", 1)[1].split("@", 1)[0]
+    assert "hid" not in shown
     given_ = conninfo_to_dict(url)
     expected = {k: v for k, v in given_.items() if k not in ("password", "sslpassword")}
     assert conninfo_to_dict(shown) == expected
@@ -144,3 +153,16 @@ def test_an_empty_environment_journal_counts_as_unset(monkeypatch: pytest.Monkey
     assert journal_path(None) == DEFAULT_JOURNAL
     with pytest.raises(ConfigError, match="empty path"):
         journal_path("")
+
+
+def test_a_hash_in_a_query_password_is_masked_whole() -> None:
+    """libpq reads no fragment: ``?password=s3cr#tP4ss`` is the password ``s3cr#tP4ss``,
+    masked and scrubbed whole, its tail never shown."""
+    from dissensus.store.targets import mask_url, scrub_secrets
+
+    url = "postgresql://u@127.0.0.1:1/db?password=s3cr#tP4ss&sslmode=require"
+    shown = mask_url(url)
+    assert "s3cr" not in shown and "tP4ss" not in shown
+    assert shown.endswith("?password=***&sslmode=require")
+    said = scrub_secrets(f"connection failed: password s3cr#tP4ss for {url}", url)
+    assert "s3cr" not in said and "tP4ss" not in said

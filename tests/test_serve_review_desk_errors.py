@@ -297,3 +297,16 @@ async def test_back_to_the_queue_from_a_refusal_keeps_the_queue(tmp_path: Path) 
     async with client_for(s) as client:  # no session: 401, the queue kept
         ended = await client.post(f"/review/case/{rid}/resolve?{query}", data={"csrf": "x"})
         assert ended.status_code == 401 and _back(ended.text) == want
+
+
+async def test_a_missing_page_shows_its_address_with_invisible_characters_escaped(
+    tmp_path: Path,
+) -> None:
+    """A crafted link's right-to-left override shows as an escape on the 404 page: the
+    address never reads as something else (``x``, U+202E, ``gpj.exe`` as ``xexe.jpg``)."""
+    async with client_for(settings(tmp_path)) as client:
+        await login(client, "rev")
+        got = await client.get("/review/x%E2%80%AEgpj.exe")
+        assert got.status_code == 404
+        assert "\u202e" not in got.text
+        assert "at /review/x\\u202egpj.exe</p>" in got.text

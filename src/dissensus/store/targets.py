@@ -80,7 +80,7 @@ __all__ = [
     "scrub_secrets",
 ]
 
-_QUERY_PARAM = re.compile(r"(^|[?&])([^=&#?]*)=([^&#]*)")
+_QUERY_PARAM = re.compile(r"(^|[?&])([^=&#?]*)=([^&]*)")
 """A query parameter of a URL: the separator before it, its name and its value, as written."""
 
 _SECRET_KEYS = frozenset({"password", "sslpassword"})
@@ -134,31 +134,28 @@ def journal_option(target: str | Path) -> str:
 
 
 def command_url(target: str | Path) -> str:
-    """``target`` as a command shown to the user names it: a URL without its password
-    (neither the user-info's nor a ``password`` / ``sslpassword`` query parameter), so
-    that libpq, given the command, takes the password from ``$PGPASSWORD`` or
-    ``~/.pgpass``. A path comes back unchanged; a URL that cannot be parsed, masked
-    (:func:`mask_url`)."""
+    """``target`` as a command shown to the user names it: a ``postgresql://`` URL
+    without its password (neither the user-info's nor a ``password`` / ``sslpassword``
+    query parameter), so that libpq, given the command, takes the password from
+    ``$PGPASSWORD`` or ``~/.pgpass``; anything else as :func:`mask_url` shows it.
+
+    The URL is cut as libpq reads it, not as ``urlsplit`` does: the user-info ends at the
+    first ``@`` before any ``/``, the user name at its first ``:``, the host list (``h1:5432,h2``)
+    is kept as written, and the query runs to the end (libpq knows no fragment: a ``#``
+    is part of a value). An empty host (``postgresql:///db?host=...``) stays empty."""
     text = str(target)
-    if "://" not in text:
-        return text
-    try:
-        parts = urlsplit(text)
-        password = parts.password
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:
-        return mask_url(target)
-    query = "&".join(
-        p for p in parts.query.split("&") if p and not _secret_key(p.partition("=")[0])
-    )
-    if password is None:
-        return urlunsplit(parts._replace(query=query))
-    if ":" in host:
-        host = f"[{host}]"
-    if port is not None:
-        host += f":{port}"
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}@{host}", query=query))
+    if not is_postgres_url(text):
+        return mask_url(text)
+    scheme, _, rest = text.partition("://")
+    cut = re.search(r"[@/]", rest)
+    user = None
+    if cut is not None and cut.group() == "@":
+        user = rest[: cut.start()].partition(":")[0]
+        rest = rest[cut.end() :]
+    head, _, query = rest.partition("?")
+    kept = [p for p in query.split("&") if p and not _secret_key(p.partition("=")[0])]
+    named = f"{user}@" if user else ""
+    return f"{scheme}://{named}{head}" + ("?" + "&".join(kept) if kept else "")
 
 
 _LIBPQ_KEYWORDS = frozenset(
