@@ -564,3 +564,29 @@ def test_one_voter_without_evidence_has_no_fallback_agreement(
         assert check.figures["fallback_agreement"] == 0.0
         assert check.figures["voters_without_evidence"] == len(extra)
         assert check.holds
+
+
+@given(
+    evidenced_votes(),
+    st.one_of(st.just(0.0), st.floats(0.0, 10.0)),
+    st.integers(0, 6),
+    st.booleans(),
+)
+def test_a_verifier_decides_only_when_an_invariant_failed(
+    votes: list[Vote], beta: float, which: int, recommended: bool
+) -> None:
+    """The verifier is the fallback of a refused weighting: while all three invariants
+    hold (beta 0, which asks for no weighting, included) it never decides or vetoes,
+    whether named or recommended by the calibration."""
+    cal = CALIBRATIONS[0]
+    if recommended:  # the herd calibration's verifier, beside a measured beta* > 0
+        assert CALIBRATIONS[1].verifier is not None
+        cal = cal.model_copy(update={"verifier": CALIBRATIONS[1].verifier})
+    assert cal.beta_star is not None and cal.beta_star > 0
+    named = None if recommended else votes[which % len(votes)].agent
+    d = guard_votes(votes, cal, beta=beta, verifier=named)
+    assert all(c.holds for c in d.invariants), d.invariants
+    assert d.mode != "verifier" and d.verifier is None, d.reason
+    assert d.refusal is None
+    if beta == 0:
+        assert d.mode == "majority" and not d.weighted

@@ -42,7 +42,9 @@ Choices this module makes:
   majority's answer is vetoed and the verifier's stands. A recommended verifier
   (calibration) is used only with ``use_recommended_verifier`` (default on); an
   explicitly named one always, when it voted.
-* ``beta = 0`` asks for no weighting: majority, no refusal.
+* ``beta = 0`` asks for no weighting: no refusal is recorded. The case is decided by
+  unweighted majority, or by the verifier when an invariant failed (a verifier is the
+  fallback of a failed invariant, never consulted while all three hold).
 * One agent, one vote: votes are a sequence of :class:`~dissensus.types.Vote` whose
   agents are distinct (as :class:`~dissensus.types.VoteCase` and a panel require); an
   agent voting twice, or anything that is not a vote, is an :class:`InputError` naming
@@ -472,9 +474,12 @@ def guard_votes(
             },
         )
     maj, maj_share, tie = _majority(votes, post.probabilities)
-    chosen = verifier
+    # The verifier is the fallback of a failed invariant (decision boundary): at beta 0
+    # with every invariant holding nothing was refused, and the majority decides.
+    chosen = verifier if failed is not None else None
     if (
-        chosen is None
+        failed is not None
+        and chosen is None
         and settings.use_recommended_verifier
         and calibration is not None
         and calibration.verifier
