@@ -505,11 +505,8 @@ def test_only_voters_with_evidence_earn_consensus_weight(
     shares = _hand_weighted(votes, d.beta_used, decompose)
     assert d.share == pytest.approx(shares[d.answer], rel=1e-9, abs=1e-12)
     top = max(shares.values())
-    assert shares[d.answer] >= top - 1e-9
-    leaders = sorted(a for a, w in shares.items() if w >= top - 1e-9)
-    if len(leaders) == 1 or all(
-        math.isclose(shares[a], top, rel_tol=0, abs_tol=1e-15) for a in leaders
-    ):
+    leaders = [a for a, w in shares.items() if math.isclose(w, top, rel_tol=1e-12)]
+    if len(leaders) == 1:  # ties: see test_a_weighted_tie_goes_to_the_posterior...
         assert d.answer == leaders[0]
 
 
@@ -590,3 +587,26 @@ def test_a_verifier_decides_only_when_an_invariant_failed(
     assert d.refusal is None
     if beta == 0:
         assert d.mode == "majority" and not d.weighted
+
+
+@given(evidenced_and_fallback_votes(), st.floats(0.01, 20.0), st.booleans())
+def test_a_weighted_tie_goes_to_the_posterior_then_the_smallest_answer(
+    votes: list[Vote], beta: float, decompose: bool
+) -> None:
+    """When the consensus weights of two answers tie, weighting says nothing for either:
+    the tie is recorded and broken as a majority tie is, by the posterior, then by the
+    smallest answer (never by the spelling alone against the posterior)."""
+    cal = CALIBRATIONS[0]
+    settings = GuardThresholds(decompose=decompose, max_fallback_agreement=1.0)
+    d = guard_votes(votes, cal, beta=beta, settings=settings)
+    if not d.weighted:
+        return
+    assert d.beta_used is not None
+    shares = _hand_weighted(votes, d.beta_used, decompose)
+    top = max(shares.values())
+    leaders = sorted(a for a, w in shares.items() if math.isclose(w, top, rel_tol=1e-12))
+    assert d.tie == (len(leaders) > 1), (shares, d.reason)
+    assert d.answer in leaders
+    best = max(d.probabilities[a] for a in leaders)
+    assert d.answer == min(a for a in leaders if d.probabilities[a] == best)
+    assert ("tie broken by the calibrated posterior" in d.reason) == d.tie

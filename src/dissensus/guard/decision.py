@@ -36,8 +36,12 @@ vote or weight share; the mode's own share is reported beside it as ``share``.
 
 Choices this module makes:
 
-* A majority tie is broken by the posterior, then by the smallest answer; the reason
-  says so. Consensus-weighting ties go to the smallest answer (array API rule).
+* A tie is broken by the posterior, then by the smallest answer, whether the votes tied
+  (majority) or their consensus weights did (consensus, bounded: weighting that ties
+  says nothing for either answer, so the answer is not left to its spelling); ``tie``
+  records it and the reason says so. The array API's own weighted vote
+  (:func:`~dissensus.guard.arrays.consensus_weighted_vote`) still gives a tie to the
+  smallest class.
 * "Veto" with categorical answers: when the verifier disagrees with the majority the
   majority's answer is vetoed and the verifier's stands. A recommended verifier
   (calibration) is used only with ``use_recommended_verifier`` (default on); an
@@ -341,13 +345,33 @@ def _majority(votes: Sequence[Vote], probs: dict[str, float]) -> tuple[str, floa
     return answer, top / len(votes), True
 
 
-def _weighted(votes: Sequence[Vote], beta: float, decompose: bool) -> tuple[str, float]:
+_TIE_TOLERANCE = 1e-12
+"""Relative difference of two weight shares that still counts as a tie (rounding)."""
+
+
+def _weighted(
+    votes: Sequence[Vote], beta: float, decompose: bool, probs: dict[str, float]
+) -> tuple[str, float, bool]:
+    """The consensus-weighted answer, its weight share and whether the weights tied; a
+    tie is broken as the majority's is (the posterior, then the smallest answer)."""
     answers = sorted({v.answer for v in votes})
     index = {a: i for i, a in enumerate(answers)}
     labels = np.array([[index[v.answer] for v in votes]], dtype=np.int64)
     mask = np.array([[has_evidence(v) for v in votes]]) if decompose else None
-    win, shares = consensus_weighted_vote(labels, len(answers), beta, mask)
-    return answers[int(win[0])], float(shares[0, int(win[0])])
+    _, shares = consensus_weighted_vote(labels, len(answers), beta, mask)
+    row: list[float] = shares[0].tolist()
+    top = max(row)
+    # Equal weight sums added in another voter order can differ in the last bit: a tie
+    # is equal up to rounding.
+    leaders = [
+        a
+        for a, share in zip(answers, row, strict=True)
+        if math.isclose(share, top, rel_tol=_TIE_TOLERANCE)
+    ]
+    if len(leaders) == 1:
+        return leaders[0], top, False
+    answer = max(leaders, key=lambda a: (probs.get(a, 0.0), -leaders.index(a)))
+    return answer, top, True
 
 
 def _check_votes(votes: object) -> None:
@@ -439,12 +463,14 @@ def guard_votes(
     if failed is None and beta > 0 and beta_star is not None:
         used = min(beta, beta_star)
         mode: Mode = "consensus" if used == beta and settings.decompose else "bounded"
-        answer, share = _weighted(votes, used, settings.decompose)
+        answer, share, tie = _weighted(votes, used, settings.decompose, post.probabilities)
         why = "all three invariants hold; " + (
             f"consensus weighting at beta {used:g}"
             if mode == "consensus"
             else f"weighting bounded at beta {used:g} (requested {beta:g}, beta* {beta_star:g})"
         )
+        if tie:
+            why += " (tie broken by the calibrated posterior)"
         return _decision(
             {
                 "mode": mode,
@@ -454,7 +480,7 @@ def guard_votes(
                 "refusal": None,
                 "reason": f"{why}; {neff_txt}",
                 "share": share,
-                "tie": False,
+                "tie": tie,
                 "beta_used": used,
                 "verifier": None,
                 **common,
