@@ -204,3 +204,17 @@ def test_beta_star_is_the_end_of_the_safe_prefix_of_the_grid(
 
     assert cal.beta_star == prefix_end([p.safe for p in points])
     assert cal.beta_star_accuracy == prefix_end([p.accuracy_delta >= -1e-12 for p in points])
+
+
+def test_without_an_absent_case_the_verifier_is_measured_on_all_cases() -> None:
+    """A labelled set whose voters always had evidence has no absent stratum: the
+    verifier is then measured on all cases (agent a0 always right, a1 and a2 wrong
+    together on every third case, so the majority is right on two thirds)."""
+    cases = [
+        _case(i, ["y", "n" if i % 3 == 0 else "y", "n" if i % 3 == 0 else "y"], "y", present=True)
+        for i in range(30)
+    ]
+    cal = fit_reliability(cases)
+    assert cal.beta_stratum_cases == 0 and cal.beta_star is None
+    assert cal.verifier is not None and cal.verifier.agent == "a0"
+    assert cal.verifier.votes == 30 and cal.verifier.accuracy == 1.0
