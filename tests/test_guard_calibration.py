@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from dissensus.errors import InputError
@@ -152,3 +154,67 @@ def test_a_beta_grid_with_a_negative_beta_is_refused_before_fitting() -> None:
     """A grid of negative betas made a beta* below 0, which invariant 3 reads as 0."""
     with pytest.raises(ValidationError, match=r"beta_grid\.0\n  Input should be greater"):
         ReliabilitySettings(beta_grid=[-1.0, 0.0])
+
+
+@st.composite
+def _absent_strata(draw: st.DrawFn) -> list[VoteCase]:
+    """10 to 24 labelled cases of 3 to 5 voters without evidence, answers among three."""
+    n_agents = draw(st.integers(3, 5))
+    cases = []
+    for i in range(draw(st.integers(10, 24))):
+        gold = draw(st.sampled_from("abc"))
+        answers = [draw(st.sampled_from("abc")) for _ in range(n_agents)]
+        cases.append(_case(i, answers, gold))
+    return cases
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    _absent_strata(),
+    st.floats(0.0, 1.0),
+    st.lists(
+        st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0]),
+        min_size=1,
+        max_size=9,
+        unique=True,
+    ),
+)
+def test_beta_star_is_the_end_of_the_safe_prefix_of_the_grid(
+    cases: list[VoteCase], tolerance: float, grid: list[float]
+) -> None:
+    """beta* is the largest beta such that it *and every smaller beta of the grid* lose no
+    accuracy against majority and keep the mean confidence within the tolerance of the
+    majority's accuracy; beta_star_accuracy the same for the accuracy condition alone."""
+    cal = fit_reliability(
+        cases, ReliabilitySettings(beta_grid=grid, overconfidence_tolerance=tolerance)
+    )
+    points = cal.beta_search
+    assert [p.beta for p in points] == sorted(grid)
+    for p in points:
+        accurate = p.accuracy_delta >= -1e-12
+        assert p.safe == (p.beta == 0 or (accurate and p.overshoot <= tolerance))
+
+    def prefix_end(ok: list[bool]) -> float:
+        end = 0.0
+        for p, good in zip(points, ok, strict=True):
+            if not good:
+                break
+            end = p.beta
+        return end
+
+    assert cal.beta_star == prefix_end([p.safe for p in points])
+    assert cal.beta_star_accuracy == prefix_end([p.accuracy_delta >= -1e-12 for p in points])
+
+
+def test_without_an_absent_case_the_verifier_is_measured_on_all_cases() -> None:
+    """A labelled set whose voters always had evidence has no absent stratum: the
+    verifier is then measured on all cases (agent a0 always right, a1 and a2 wrong
+    together on every third case, so the majority is right on two thirds)."""
+    cases = [
+        _case(i, ["y", "n" if i % 3 == 0 else "y", "n" if i % 3 == 0 else "y"], "y", present=True)
+        for i in range(30)
+    ]
+    cal = fit_reliability(cases)
+    assert cal.beta_stratum_cases == 0 and cal.beta_star is None
+    assert cal.verifier is not None and cal.verifier.agent == "a0"
+    assert cal.verifier.votes == 30 and cal.verifier.accuracy == 1.0

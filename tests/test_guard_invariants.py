@@ -16,7 +16,7 @@ from dissensus.guard import (
     fit_reliability,
     guard_votes,
 )
-from dissensus.guard.provenance import independent_sources
+from dissensus.guard.provenance import has_evidence, independent_sources
 from dissensus.types import Vote, VoteCase
 
 ANSWERS = ["a", "b", "c"]
@@ -451,3 +451,162 @@ def test_a_weighted_confidence_differs_from_the_share_where_the_posterior_does()
     assert d.weighted and d.answer == "a" and d.share is not None
     assert d.confidence == d.probabilities["a"]
     assert not math.isclose(d.confidence, d.share), (d.confidence, d.share)
+
+
+@st.composite
+def evidenced_and_fallback_votes(draw: st.DrawFn) -> list[Vote]:
+    """Evidenced votes (invariant 1 holds) plus 0 to 4 voters without evidence (parametric,
+    or parametric marked present), answers among three."""
+    votes = draw(evidenced_votes())
+    for i in range(draw(st.integers(0, 4))):
+        votes.append(
+            Vote(
+                agent=f"fallback{i}",
+                answer=draw(st.sampled_from(ANSWERS)),
+                evidence_source=draw(st.sampled_from(["parametric", "parametric:OpenAI"])),
+                evidence_present=draw(st.booleans()),
+            )
+        )
+    return votes
+
+
+def _hand_weighted(votes: list[Vote], beta: float, decompose: bool) -> dict[str, float]:
+    """The documented weighting by hand: ``w_i = exp(beta * agreement_i)``, agreement the
+    share of the *other* earning voters with ``i``'s answer; with decomposition only
+    voters with evidence earn it and the others keep weight 1. Weight share per answer."""
+    earning = [v for v in votes if not decompose or has_evidence(v)]
+    weights: dict[str, float] = {}
+    for v in votes:
+        if any(u.agent == v.agent for u in earning) and len(earning) > 1:
+            same = sum(1 for u in earning if u.answer == v.answer) - 1
+            w = math.exp(beta * same / (len(earning) - 1))
+        else:
+            w = 1.0
+        weights[v.answer] = weights.get(v.answer, 0.0) + w
+    total = sum(weights.values())
+    return {a: w / total for a, w in weights.items()}
+
+
+@given(evidenced_and_fallback_votes(), st.floats(0.01, 20.0), st.booleans())
+def test_only_voters_with_evidence_earn_consensus_weight(
+    votes: list[Vote], beta: float, decompose: bool
+) -> None:
+    """A weighted decision is the documented weighting: with decomposition (the default)
+    only voters with evidence earn or carry consensus weight and fallback votes keep
+    weight 1; without it every voter earns weight from its agreement with all others."""
+    cal = CALIBRATIONS[0]
+    assert cal.beta_star is not None and cal.beta_star > 0
+    settings = GuardThresholds(decompose=decompose, max_fallback_agreement=1.0)
+    d = guard_votes(votes, cal, beta=beta, settings=settings)
+    if not d.weighted:  # a fallback that agreed unanimously fails invariant 2
+        assert d.refusal is not None and d.refusal.invariant == 2
+        return
+    assert d.beta_used is not None
+    shares = _hand_weighted(votes, d.beta_used, decompose)
+    assert d.share == pytest.approx(shares[d.answer], rel=1e-9, abs=1e-12)
+    top = max(shares.values())
+    leaders = [a for a, w in shares.items() if math.isclose(w, top, rel_tol=1e-12)]
+    if len(leaders) == 1:  # ties: see test_a_weighted_tie_goes_to_the_posterior...
+        assert d.answer == leaders[0]
+
+
+@given(vote_lists(), calibrations, st.floats(0.01, 10.0))
+def test_a_majority_tie_goes_to_the_posterior_then_the_smallest_answer(
+    votes: list[Vote], cal: ReliabilityFit | None, beta: float
+) -> None:
+    """In majority mode a tie between answers of equal count is broken by the posterior,
+    then by the smallest answer. Without calibration every vote weighs the same, so tied
+    answers have equal posteriors and the smallest one is the answer."""
+    d = guard_votes(votes, cal, beta=beta, settings=GuardThresholds(use_recommended_verifier=False))
+    if d.mode != "majority":
+        return
+    counts: dict[str, int] = {}
+    for v in votes:
+        counts[v.answer] = counts.get(v.answer, 0) + 1
+    leaders = sorted(a for a, c in counts.items() if c == max(counts.values()))
+    assert d.tie == (len(leaders) > 1)
+    assert d.answer in leaders
+    best = max(d.probabilities[a] for a in leaders)
+    assert d.probabilities[d.answer] == best
+    assert d.answer == min(a for a in leaders if d.probabilities[a] == best)
+    if cal is None:
+        assert d.answer == leaders[0]
+
+
+@given(
+    st.lists(st.sampled_from(ANSWERS), min_size=2, max_size=6),
+    st.sampled_from(ANSWERS),
+    st.booleans(),
+    st.floats(0.01, 1.0),
+    calibrations,
+)
+def test_one_voter_without_evidence_has_no_fallback_agreement(
+    evidenced: list[str], lone: str, marked: bool, maximum: float, cal: ReliabilityFit | None
+) -> None:
+    """Fallback agreement is 0 with fewer than two voters without evidence: one voter
+    agrees with nobody, so it never fails invariant 2 (a parametric vote marked present
+    is such a voter too)."""
+    sources = sorted(EVIDENCE)
+    votes = [
+        Vote(agent=f"e{i}", answer=a, evidence_source=sources[i % 3], evidence_present=True)
+        for i, a in enumerate(evidenced)
+    ]
+    for extra in ([], [lone]):
+        panel = votes + [
+            Vote(agent="lone", answer=a, evidence_source="parametric", evidence_present=marked)
+            for a in extra
+        ]
+        d = guard_votes(panel, cal, settings=GuardThresholds(max_fallback_agreement=maximum))
+        check = d.invariants[1]
+        assert check.figures["fallback_agreement"] == 0.0
+        assert check.figures["voters_without_evidence"] == len(extra)
+        assert check.holds
+
+
+@given(
+    evidenced_votes(),
+    st.one_of(st.just(0.0), st.floats(0.0, 10.0)),
+    st.integers(0, 6),
+    st.booleans(),
+)
+def test_a_verifier_decides_only_when_an_invariant_failed(
+    votes: list[Vote], beta: float, which: int, recommended: bool
+) -> None:
+    """The verifier is the fallback of a refused weighting: while all three invariants
+    hold (beta 0, which asks for no weighting, included) it never decides or vetoes,
+    whether named or recommended by the calibration."""
+    cal = CALIBRATIONS[0]
+    if recommended:  # the herd calibration's verifier, beside a measured beta* > 0
+        assert CALIBRATIONS[1].verifier is not None
+        cal = cal.model_copy(update={"verifier": CALIBRATIONS[1].verifier})
+    assert cal.beta_star is not None and cal.beta_star > 0
+    named = None if recommended else votes[which % len(votes)].agent
+    d = guard_votes(votes, cal, beta=beta, verifier=named)
+    assert all(c.holds for c in d.invariants), d.invariants
+    assert d.mode != "verifier" and d.verifier is None, d.reason
+    assert d.refusal is None
+    if beta == 0:
+        assert d.mode == "majority" and not d.weighted
+
+
+@given(evidenced_and_fallback_votes(), st.floats(0.01, 20.0), st.booleans())
+def test_a_weighted_tie_goes_to_the_posterior_then_the_smallest_answer(
+    votes: list[Vote], beta: float, decompose: bool
+) -> None:
+    """When the consensus weights of two answers tie, weighting says nothing for either:
+    the tie is recorded and broken as a majority tie is, by the posterior, then by the
+    smallest answer (never by the spelling alone against the posterior)."""
+    cal = CALIBRATIONS[0]
+    settings = GuardThresholds(decompose=decompose, max_fallback_agreement=1.0)
+    d = guard_votes(votes, cal, beta=beta, settings=settings)
+    if not d.weighted:
+        return
+    assert d.beta_used is not None
+    shares = _hand_weighted(votes, d.beta_used, decompose)
+    top = max(shares.values())
+    leaders = sorted(a for a, w in shares.items() if math.isclose(w, top, rel_tol=1e-12))
+    assert d.tie == (len(leaders) > 1), (shares, d.reason)
+    assert d.answer in leaders
+    best = max(d.probabilities[a] for a in leaders)
+    assert d.answer == min(a for a in leaders if d.probabilities[a] == best)
+    assert ("tie broken by the calibrated posterior" in d.reason) == d.tie

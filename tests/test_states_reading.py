@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dissensus.errors import InputError
+from dissensus.errors import DissensusError, InputError
 from dissensus.states import (
     Reading,
     State,
@@ -278,3 +278,52 @@ def test_undefined_similarity_is_never_convergent(
     for r in readings:
         assert not r.similarity_defined and r.mean_similarity == 0.0, r
         assert r.state in (State.DIVERGENT_AGREEMENT, State.DIVERGENT_DISAGREEMENT), r
+
+
+class _BrokenMatrix:
+    """A matrix backend (Python protocol, no ``embed``) whose cell ``at`` is ``bad``."""
+
+    def __init__(self, at: tuple[int, int], bad: float) -> None:
+        self.name = "broken-matrix"
+        self.at, self.bad = at, bad
+
+    def matrix(self, texts: list[str]) -> np.ndarray:
+        m = np.full((len(texts), len(texts)), 0.5)
+        np.fill_diagonal(m, 1.0)
+        i, j = self.at
+        m[i % len(texts), j % len(texts)] = self.bad
+        return m
+
+
+class _BrokenEmbedding:
+    """An embedding backend (Python protocol) whose row ``at`` holds ``bad``."""
+
+    name = "broken-embedding"
+
+    def __init__(self, at: int, bad: float) -> None:
+        self.at, self.bad = at, bad
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        rows = np.eye(len(texts), 4, dtype=np.float32) + 0.5
+        rows[self.at % len(texts), 0] = self.bad
+        return rows
+
+    def matrix(self, texts: list[str]) -> np.ndarray:
+        raise AssertionError("the reader embeds")
+
+
+@given(
+    st.integers(2, 6),
+    st.tuples(st.integers(0, 5), st.integers(0, 5)),
+    st.sampled_from([float("nan"), float("inf"), float("-inf")]),
+)
+def test_a_backend_returning_non_finite_similarities_fails_the_reading(
+    n: int, at: tuple[int, int], bad: float
+) -> None:
+    """A NaN similarity compares false with theta_s: read, it would be a divergent state
+    with a NaN mean. Whatever backend returns it, the reading fails naming the backend."""
+    p = panel(*((f"a{i}", "x", f"trace number {i}") for i in range(n)))
+    th = Thresholds(theta_s=0.3)
+    for backend in (_BrokenMatrix(at, bad), _BrokenEmbedding(at[0], bad)):
+        with pytest.raises(DissensusError, match=f"'{backend.name}' returned non-finite"):
+            read_panels([p], backend, th)  # type: ignore[arg-type]

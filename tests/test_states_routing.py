@@ -338,6 +338,9 @@ def test_condition_semantics(text: str, expected: bool) -> None:
         ("meta.x == 5", "meta.x < 3", True),
         ("false", "meta.x == 1", True),
         ("meta.x == 1", "meta.x == 1", False),
+        ("meta.x == true", "meta.x > 0.5", False),
+        ("meta.x in [false]", "meta.x < 0.5", False),
+        ("meta.x == true", "meta.x > 1", True),
     ],
 )
 def test_exclusivity(a: str, b: str, expected: bool) -> None:
@@ -363,6 +366,62 @@ def test_exclusive_is_sound(op1: str, c1: object, op2: str, c2: object, value: o
     if exclusive(a, b):
         env = {"meta": {"x": value}}
         assert not (a.holds(env) and b.holds(env))
+
+
+_LITERALS = [None, True, False, 0, 1, 2, 0.5, 1.0, "a", "b"]
+"""Literals of every kind, booleans among them: ``1 == true`` in the language."""
+
+
+def _literal(value: object) -> str:
+    return (
+        "null"
+        if value is None
+        else "true"
+        if value is True
+        else "false"
+        if value is False
+        else repr(value)
+    )
+
+
+_OPS = ["==", "!=", "<", "<=", ">", ">=", "in", "not in"]
+
+
+@settings(max_examples=400)
+@given(
+    st.sampled_from(_OPS),
+    st.lists(st.sampled_from(_LITERALS), min_size=1, max_size=3),
+    st.sampled_from(_OPS),
+    st.lists(st.sampled_from(_LITERALS), min_size=1, max_size=3),
+)
+def test_exclusive_is_sound_over_booleans_and_lists(
+    op1: str, c1: list[object], op2: str, c2: list[object]
+) -> None:
+    """Exclusivity is never claimed for two atoms one case value satisfies both of
+    (every literal tried as the value): ``meta.x == true`` and ``meta.x > 0.5`` both
+    hold for ``meta.x`` = 1."""
+
+    def atom(op: str, constants: list[object]) -> str:
+        if op in ("in", "not in"):
+            return f"meta.x {op} [{', '.join(map(_literal, constants))}]"
+        return f"meta.x {op} {_literal(constants[0])}"
+
+    a, b = parse_condition(atom(op1, c1)), parse_condition(atom(op2, c2))
+    if exclusive(a, b):
+        for value in _LITERALS:
+            env = {"meta": {"x": value}}
+            assert not (a.holds(env) and b.holds(env)), (a, b, value)
+
+
+def test_a_boolean_equality_and_a_number_range_are_not_exclusive() -> None:
+    rules = {
+        "rules": [
+            {"id": "flagged", "condition": "meta.flag == true", "action": "escalate"},
+            {"id": "scored", "condition": "meta.flag > 0.5", "action": "auto"},
+        ]
+    }
+    with pytest.raises(ConfigError, match=r"'flagged' .* and 'scored' .* can both hold"):
+        RuleSet.from_dict(rules)
 
 
 # --- determinism ------------------------------------------------------------------------

@@ -36,13 +36,19 @@ vote or weight share; the mode's own share is reported beside it as ``share``.
 
 Choices this module makes:
 
-* A majority tie is broken by the posterior, then by the smallest answer; the reason
-  says so. Consensus-weighting ties go to the smallest answer (array API rule).
+* A tie is broken by the posterior, then by the smallest answer, whether the votes tied
+  (majority) or their consensus weights did (consensus, bounded: weighting that ties
+  says nothing for either answer, so the answer is not left to its spelling); ``tie``
+  records it and the reason says so. The array API's own weighted vote
+  (:func:`~dissensus.guard.arrays.consensus_weighted_vote`) still gives a tie to the
+  smallest class.
 * "Veto" with categorical answers: when the verifier disagrees with the majority the
   majority's answer is vetoed and the verifier's stands. A recommended verifier
   (calibration) is used only with ``use_recommended_verifier`` (default on); an
   explicitly named one always, when it voted.
-* ``beta = 0`` asks for no weighting: majority, no refusal.
+* ``beta = 0`` asks for no weighting: no refusal is recorded. The case is decided by
+  unweighted majority, or by the verifier when an invariant failed (a verifier is the
+  fallback of a failed invariant, never consulted while all three hold).
 * One agent, one vote: votes are a sequence of :class:`~dissensus.types.Vote` whose
   agents are distinct (as :class:`~dissensus.types.VoteCase` and a panel require); an
   agent voting twice, or anything that is not a vote, is an :class:`InputError` naming
@@ -339,13 +345,33 @@ def _majority(votes: Sequence[Vote], probs: dict[str, float]) -> tuple[str, floa
     return answer, top / len(votes), True
 
 
-def _weighted(votes: Sequence[Vote], beta: float, decompose: bool) -> tuple[str, float]:
+_TIE_TOLERANCE = 1e-12
+"""Relative difference of two weight shares that still counts as a tie (rounding)."""
+
+
+def _weighted(
+    votes: Sequence[Vote], beta: float, decompose: bool, probs: dict[str, float]
+) -> tuple[str, float, bool]:
+    """The consensus-weighted answer, its weight share and whether the weights tied; a
+    tie is broken as the majority's is (the posterior, then the smallest answer)."""
     answers = sorted({v.answer for v in votes})
     index = {a: i for i, a in enumerate(answers)}
     labels = np.array([[index[v.answer] for v in votes]], dtype=np.int64)
     mask = np.array([[has_evidence(v) for v in votes]]) if decompose else None
-    win, shares = consensus_weighted_vote(labels, len(answers), beta, mask)
-    return answers[int(win[0])], float(shares[0, int(win[0])])
+    _, shares = consensus_weighted_vote(labels, len(answers), beta, mask)
+    row: list[float] = shares[0].tolist()
+    top = max(row)
+    # Equal weight sums added in another voter order can differ in the last bit: a tie
+    # is equal up to rounding.
+    leaders = [
+        a
+        for a, share in zip(answers, row, strict=True)
+        if math.isclose(share, top, rel_tol=_TIE_TOLERANCE)
+    ]
+    if len(leaders) == 1:
+        return leaders[0], top, False
+    answer = max(leaders, key=lambda a: (probs.get(a, 0.0), -leaders.index(a)))
+    return answer, top, True
 
 
 def _check_votes(votes: object) -> None:
@@ -437,12 +463,14 @@ def guard_votes(
     if failed is None and beta > 0 and beta_star is not None:
         used = min(beta, beta_star)
         mode: Mode = "consensus" if used == beta and settings.decompose else "bounded"
-        answer, share = _weighted(votes, used, settings.decompose)
+        answer, share, tie = _weighted(votes, used, settings.decompose, post.probabilities)
         why = "all three invariants hold; " + (
             f"consensus weighting at beta {used:g}"
             if mode == "consensus"
             else f"weighting bounded at beta {used:g} (requested {beta:g}, beta* {beta_star:g})"
         )
+        if tie:
+            why += " (tie broken by the calibrated posterior)"
         return _decision(
             {
                 "mode": mode,
@@ -452,7 +480,7 @@ def guard_votes(
                 "refusal": None,
                 "reason": f"{why}; {neff_txt}",
                 "share": share,
-                "tie": False,
+                "tie": tie,
                 "beta_used": used,
                 "verifier": None,
                 **common,
@@ -472,9 +500,12 @@ def guard_votes(
             },
         )
     maj, maj_share, tie = _majority(votes, post.probabilities)
-    chosen = verifier
+    # The verifier is the fallback of a failed invariant (decision boundary): at beta 0
+    # with every invariant holding nothing was refused, and the majority decides.
+    chosen = verifier if failed is not None else None
     if (
-        chosen is None
+        failed is not None
+        and chosen is None
         and settings.use_recommended_verifier
         and calibration is not None
         and calibration.verifier

@@ -34,6 +34,10 @@ Choices this module makes:
   (``k = smoothing``, default 2): a voter with few labelled votes is not trusted on them.
 * Error correlation is the phi coefficient of two agents' error indicators on the cases
   both voted on (at least 5 shared cases and errors not constant, else unmeasured).
+* The recommended verifier is measured on the absent stratum, or on all cases when the
+  labelled set has no absent case (a panel that always retrieves still gets one);
+  among agents of equal accuracy the one that appears first in the labelled set is
+  recommended.
 * Confidence of a decided answer is never the vote share: see
   :mod:`dissensus.guard.confidence`.
 * A calibration file is checked as it is read, a figure out of its range refused

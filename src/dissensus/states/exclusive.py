@@ -15,7 +15,9 @@ The proof rules, over the parsed condition trees of :mod:`dissensus.states.condi
   ``x == c`` vs ``x != c`` or ``x not in [.., c, ..]``; disjoint ranges such as
   ``agreement < 0.5`` vs ``agreement >= 0.5``; an equality outside a range), using the
   same comparison semantics as evaluation (values of different kinds never compare as
-  ordered);
+  ordered). Equality is Python's, so ``x == true`` also holds for the number 1 (and
+  ``x == false`` for 0), which does order: ``meta.x == true`` and ``meta.x > 0.5`` both
+  hold when ``meta.x`` is 1, and are not exclusive;
 * ``not X`` is exclusive with ``X``; ``false`` with anything.
 
 Soundness (exclusive => never both true) is a property test; completeness is not
@@ -55,8 +57,16 @@ def _literal_set(c: Cmp) -> tuple[Var, str, tuple[object, ...]] | None:
     return None
 
 
+def _equals(value: object) -> tuple[object, ...]:
+    """The values a case may hold that ``== value``, up to how they order: a boolean
+    literal is also equal to the number 0 or 1 (``1 == true``), which orders as a number
+    where the boolean never orders."""
+    return (value, int(value)) if isinstance(value, bool) else (value,)
+
+
 def _satisfies(op: str, value: object, bound: object) -> bool:
-    return compare(op, value, bound)
+    """Whether some case value equal to ``value`` satisfies ``x <op> bound``."""
+    return any(compare(op, v, bound) for v in _equals(value))
 
 
 def _bounds_disjoint(a: tuple[str, object], b: tuple[str, object]) -> bool:

@@ -47,6 +47,10 @@ Choices this module makes:
   traces give the same bits in any order and any batch; matrix backends: called on the panel's distinct traces in sorted order), and
   the mean is an exactly rounded sum (``math.fsum``), so the reading is invariant to
   the order of the agents and, for embedding backends, to the rest of the batch.
+* A backend whose matrix or embeddings hold NaN or infinity fails the reading with a
+  :class:`~dissensus.errors.DissensusError` naming it (exit 1), as a matrix given to
+  :func:`read_from_matrix` does (an ``InputError`` there): a NaN similarity compares
+  false with ``theta_s`` and would otherwise read as divergent, with a NaN mean.
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.cases import as_panel
-from dissensus.errors import ConfigError, InputError
+from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.limits import MAX_AGENTS
 from dissensus.quoting import quote_short
 from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend, backend_key, embeds
@@ -342,6 +346,14 @@ def read_from_matrix(
     return _build(panel, _identical_to_one(panel, upper), model_name, thresholds)
 
 
+def _non_finite(backend: SimilarityBackend) -> DissensusError:
+    """A backend that returned NaN or infinity: a run-time failure naming it (a NaN
+    similarity would compare false with theta_s and read as divergent in silence)."""
+    return DissensusError(
+        f"similarity backend {backend.name!r} returned non-finite values (NaN or infinity)"
+    )
+
+
 def _resolve(backend: SimilarityBackend, thresholds: Thresholds | None) -> Thresholds:
     return thresholds if thresholds is not None else Thresholds.for_model(backend.name)
 
@@ -358,6 +370,8 @@ def _read_with_matrix(panel: PanelLike, backend: SimilarityBackend, th: Threshol
         raise ConfigError(
             f"similarity backend {backend.name!r} returned a matrix of shape {u.shape}"
         )
+    if not np.isfinite(u).all():
+        raise _non_finite(backend)
     # A blank trace maps to row 0; _build leaves its pairs out.
     index = [where.get(o.reasoning, 0) for o in panel.outputs]
     cells = u.tolist()  # the same floats as float(u[a, b]), converted at once
@@ -367,7 +381,7 @@ def _read_with_matrix(panel: PanelLike, backend: SimilarityBackend, th: Threshol
         if a == b:
             upper.append(1.0)
             continue
-        # ``clip_unit((u + u.T) / 2.0)`` at the pair's cell, in float64 as there (NaN kept).
+        # ``clip_unit((u + u.T) / 2.0)`` at the pair's cell, in float64 as there.
         v = (cells[a][b] + cells[b][a]) / 2.0
         upper.append(-1.0 if v < -1.0 else 1.0 if v > 1.0 else v)
     return _build(panel, upper, backend.name, th)
@@ -456,6 +470,8 @@ def _read_batch(
         raise ConfigError(
             f"similarity backend {backend.name!r} returned embeddings of shape {rows.shape}"
         )
+    if not np.isfinite(rows).all():
+        raise _non_finite(backend)
     # Each trace's row; -1 marks a blank trace (not embedded). Looked up in C (map).
     position = dict.fromkeys(unique, -1)
     position.update(zip(distinct, range(len(distinct)), strict=True))
