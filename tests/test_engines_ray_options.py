@@ -1,8 +1,9 @@
 """The Ray engine's options are refused before Ray starts and before ``decide`` creates a
 run, each with one line naming its field: an empty ``--ray-address`` (an unset variable,
 which started a local instance instead of joining the cluster meant), ``--workers``
-above this machine's CPUs when a local instance is started (which started a process per
-worker on the cores there are), and a library caller's ``RayOptions`` of 0 or fewer
+above 8 per CPU of this machine when a local instance is started (which started a process
+per worker on the cores there are; a few more workers than cores is allowed: workers
+waiting on model calls), and a library caller's ``RayOptions`` of 0 or fewer
 workers or lines a block. No Ray instance is started: these run in the default suite."""
 
 from __future__ import annotations
@@ -63,7 +64,46 @@ def test_more_workers_than_this_machines_cpus_is_refused_before_ray_starts(
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, err
     assert "field 'workers'" in errors[0] and "--workers 500" in errors[0]
-    assert "2 CPU(s) of this machine" in errors[0] and "--ray-address" in errors[0]
+    assert "each of the 2 CPU(s) of this machine" in errors[0] and "--ray-address" in errors[0]
+    assert "--workers 16 or fewer" in errors[0]
+
+
+def test_a_few_more_workers_than_cpus_start_a_local_instance(
+    monkeypatch: pytest.MonkeyPatch, no_ray: None
+) -> None:
+    """Workers mostly waiting on model calls may outnumber the cores: 16 on 2 CPUs (the
+    most, 8 a CPU) reach ``ray.init`` with that many CPUs claimed."""
+    monkeypatch.setattr(cluster, "_local_cpus", lambda: 2)
+    with pytest.raises(AssertionError, match="Ray was started"):
+        cluster.ensure_ray(RayOptions(workers=16))
+    with pytest.raises(ConfigError, match="--workers 17 is more than 8 workers"):
+        cluster.ensure_ray(RayOptions(workers=17))
+
+
+def test_a_sigterm_while_ray_starts_reaches_the_programs_own_handler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ray's SIGTERM handler ends ``ray.init`` with ``SystemExit(15)``; the program's own
+    handler is then called with the signal (a library's may note it and return), and the
+    start is an interrupt, not an exit."""
+    import signal
+
+    ray = pytest.importorskip("ray")
+    seen: list[int] = []
+
+    def init(*args: Any, **kwargs: Any) -> None:
+        raise SystemExit(signal.SIGTERM)
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    try:
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+            cluster.ensure_ray(RayOptions(workers=1))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert seen == [signal.SIGTERM]
 
 
 @pytest.mark.parametrize(

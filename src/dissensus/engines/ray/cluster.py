@@ -3,7 +3,8 @@
 cluster joined or a local instance started (:func:`ensure_ray`: the cluster address,
 ``--ray-address`` or else ``$RAY_ADDRESS`` as Ray reads it, probed first, the program's SIGTERM handler kept (also while ``ray.init`` runs: a
 SIGTERM then is an interrupt, not Ray's exit 15), ``--workers`` checked against the
-cluster's CPUs, or this machine's before a local instance is started), and the static
+cluster's CPUs, or :data:`LOCAL_WORKERS_PER_CPU` times this machine's before a local
+instance is started; a SIGTERM while ``ray.init`` runs handed to the program's own handler), and the static
 similarity table distilled before any worker starts. :class:`RayOptions` refuses what
 the command line refuses (workers or lines a block below 1, an empty address) where it
 is made, so a library caller gets the same one-line error."""
@@ -65,6 +66,12 @@ def _check_address(address: str) -> None:
         )
 
 
+LOCAL_WORKERS_PER_CPU = 8
+"""The most workers a local Ray instance is started with, per CPU this process may run
+on: more than the cores is a choice (workers mostly waiting on model calls); far more is
+a typo (``--workers 500`` for 50), refused before Ray starts."""
+
+
 def _local_cpus() -> int:
     """The CPUs this process may run on (its affinity where the system has one)."""
     try:
@@ -107,14 +114,16 @@ def ensure_ray(options: RayOptions) -> int:
         else:
             if options.workers:
                 here = _local_cpus()
-                if options.workers > here:
-                    # A local instance would claim that many CPUs and start a process
-                    # per worker on the cores there are (a typo of 500 for 50 started
-                    # 500 workers): refused as above a cluster's CPUs.
+                most = LOCAL_WORKERS_PER_CPU * here
+                if options.workers > most:
+                    # A local instance claims that many CPUs and starts a process per
+                    # worker on the cores there are. A few more workers than cores is a
+                    # choice (workers waiting on model calls); a typo of 500 for 50 is not.
                     raise ConfigError(
-                        f"--workers {options.workers} is more than the {here} CPU(s) of "
-                        f"this machine (a local Ray instance; each worker takes one): use "
-                        f"--workers {here} or fewer, or --ray-address to join a cluster",
+                        f"--workers {options.workers} is more than {LOCAL_WORKERS_PER_CPU} "
+                        f"workers for each of the {here} CPU(s) of this machine (a local Ray "
+                        f"instance starts a process per worker): use --workers {most} or "
+                        "fewer, or --ray-address to join a cluster",
                         field="workers",
                     )
                 kwargs["num_cpus"] = options.workers
@@ -130,6 +139,10 @@ def ensure_ray(options: RayOptions) -> int:
             if own is None or exc.code != signal.SIGTERM:
                 raise
             _shutdown(ray)
+            if callable(own):
+                # The program's own handler has its say (the command line's raises its
+                # interrupt; a library caller's may note the signal and return).
+                own(signal.SIGTERM, None)
             raise KeyboardInterrupt(signal.SIGTERM.name) from None
         except (ConnectionError, ValueError) as exc:
             # No cluster at that address, or an address this installation cannot use
