@@ -93,9 +93,12 @@ class InRunChecks:
         self._sha = None if sha is None else str(sha)
         self.at = FIRST
         """The judged count of the next check."""
-        while journal.get(run_id, within_key(self.at)) is not None:
+        # A run not written yet (created by its first write) has journalled nothing: no
+        # read for it, so a one-panel decision costs no more statements than before.
+        new = journal.deferred(run_id) is not None
+        while not new and journal.get(run_id, within_key(self.at)) is not None:
             self.at *= 2  # made before an interruption: the resume goes on from there
-        self._counted = len(self._vectors(None))  # a resumed run's, read once
+        self._counted = 0 if new else len(self._vectors(None))  # a resumed run's, read once
         """Judged cases of the run, at most (records with learned acceptance's figures)."""
         self._waiting = 0
         """Records that must come before the count may reach ``at``."""
