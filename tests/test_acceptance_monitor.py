@@ -148,3 +148,13 @@ def test_the_bound_is_the_betting_sequence_at_level_delta() -> None:
     assert not np.allclose(expected, wider, rtol=0, atol=1e-12)
     assert suspended_after(outcomes, target=0.85, delta=DELTA) is None
     assert suspended_after(outcomes, target=0.85, delta=2 * DELTA) is not None
+
+
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [(0.9, "0.90"), (0.95, "0.95"), (0.975, "0.975"), (0.996, "0.996"), (0.999, "0.999")],
+)
+def test_a_suspension_names_the_target_it_fell_below(target: float, said: str) -> None:
+    step = monitor([False] * 3, target=target, delta=0.1)
+    assert step.suspended
+    assert f"audited precision below {said} after" in step.reason()

@@ -286,3 +286,18 @@ def test_a_run_cut_off_between_its_flag_and_its_hold_says_it_was_held_while_it_r
         state = run_acceptance(journal, "r")
         assert state is not None and state.held_within_run == FIRST
         assert "while the run ran, after 100 judged cases" in (state.words() or "")
+
+
+def test_a_run_the_caller_waits_for_is_checked_mid_run_too(world: Path, tmp_path: Path) -> None:
+    # A synchronous POST /v1/decide of a list of panels makes a run created by its first
+    # write (defer): the same panels under the same policy are held as decide holds them.
+    text = (world / "long.jsonl").read_text(encoding="utf-8")
+    held: dict[bool, list[bool]] = {}
+    for defer in (False, True):
+        with Journal(tmp_path / f"j-{defer}.sqlite") as journal:
+            start_run(journal, None, world / "hold.yaml", text=text, run_id="r", lock=True,
+                      defer=defer)  # fmt: skip
+            held[defer] = [_held(r) for r in _decided(journal, "r")]
+            check = journal.get("r", within_key(FIRST))
+            assert check is not None and check.payload["shifted"]
+    assert held[True] == held[False] and any(held[True])

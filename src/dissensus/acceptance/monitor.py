@@ -32,6 +32,9 @@ Choices this module makes:
   the alias is restored to ``np.float64`` before importing it (nothing else changes).
 * Only a new acceptance file (another sha256) lifts a suspension: the audits are keyed
   by the file's hash.
+* A suspension's reason writes the target with two decimals when they show it exactly,
+  with as many digits as it takes otherwise (:func:`target_words`): a target of 0.999
+  is "below 0.999", never "below 1.00".
 * The bounds are a pure function of the outcomes, delta and the grid, and the review
   page asks for them on every queue load: the last 256 sequences' bounds are kept in
   memory (an outcome sequence of a thousand audits costs seconds to bound), so a page
@@ -48,7 +51,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dissensus.errors import ConfigError
 
-__all__ = ["ONE_STRATUM", "MonitorStep", "case_stratum", "monitor"]
+__all__ = ["ONE_STRATUM", "MonitorStep", "case_stratum", "monitor", "target_words"]
 
 ONE_STRATUM = "all"
 BREAKS = 1000
@@ -77,9 +80,17 @@ class MonitorStep(BaseModel):
         """The escalation reason of a suspended stratum."""
         where = "" if self.stratum == ONE_STRATUM else f" in stratum {self.stratum!r}"
         return (
-            f"acceptance suspended: audited precision below {self.target:.2f} after "
+            f"acceptance suspended: audited precision below {target_words(self.target)} after "
             f"{self.suspended_after or self.audits} audits{where}"
         )
+
+
+def target_words(target: float) -> str:
+    """The target precision as a reason writes it: two decimals (``0.90``, ``0.95``) when
+    they show it exactly, else as many digits as it takes (``0.975``, ``0.999``; two
+    decimals would say ``0.97`` and ``1.00``, a target no precision can be below)."""
+    two = f"{target:.2f}"
+    return two if float(two) == target else f"{target:.6g}"
 
 
 def case_stratum(acceptance: Mapping[str, Any] | None, meta: Mapping[str, Any]) -> str:

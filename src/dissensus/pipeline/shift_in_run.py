@@ -13,7 +13,10 @@ run's own (``acceptance.held``) and decides the remaining cases held.
 Choices this module makes:
 
 * **Only under ``acceptance.on_shift: escalate``**, for a file that keeps calibration
-  vectors, in a run that is not held already. Under ``warn`` a check mid-run would only
+  vectors, in a run that is not held already, whatever door made the run: a run the
+  caller waits for (a list of panels in one synchronous ``POST /v1/decide``, created by
+  its first write) is checked as ``dissensus decide``'s is, so the same panels under the
+  same policy get the same records (its first block creates it before any check is due). Under ``warn`` a check mid-run would only
   say earlier what the run's own check says at its end, and spend level for it.
 * **When.** At the run's :data:`FIRST` -th judged case, then each time the count
   doubles (100, 200, 400, ...): a run of ``n`` judged cases makes about ``log2(n /
@@ -90,9 +93,12 @@ class InRunChecks:
         self._sha = None if sha is None else str(sha)
         self.at = FIRST
         """The judged count of the next check."""
-        while journal.get(run_id, within_key(self.at)) is not None:
+        # A run not written yet (created by its first write) has journalled nothing: no
+        # read for it, so a one-panel decision costs no more statements than before.
+        new = journal.deferred(run_id) is not None
+        while not new and journal.get(run_id, within_key(self.at)) is not None:
             self.at *= 2  # made before an interruption: the resume goes on from there
-        self._counted = len(self._vectors(None))  # a resumed run's, read once
+        self._counted = 0 if new else len(self._vectors(None))  # a resumed run's, read once
         """Judged cases of the run, at most (records with learned acceptance's figures)."""
         self._waiting = 0
         """Records that must come before the count may reach ``at``."""
@@ -108,7 +114,7 @@ class InRunChecks:
         settings = spec.policy.acceptance
         if acceptance is None or not checks_shift(acceptance) or spec.shift_hold is not None:
             return None
-        if settings.on_shift != "escalate" or journal.deferred(run_id) is not None:
+        if settings.on_shift != "escalate":
             return None
         return cls(journal, run_id, acceptance, settings.shift_alpha)
 
