@@ -210,7 +210,7 @@ def audits_of(journal: Journal, run_id: str) -> tuple[float, int] | None:
 def audit_words(audits: tuple[float, int], target: float, command: str) -> str:
     """The audits and the monitor, in words (the summary's last promise); ``command``
     lists them (this program, ``--run``, ``--journal`` when one is named)."""
-    from dissensus.acceptance.monitor import confseq_available
+    from dissensus.acceptance.monitor import confseq_available, target_words
 
     rate, opened = audits
     said = (
@@ -219,7 +219,8 @@ def audit_words(audits: tuple[float, int], target: float, command: str) -> str:
     )
     if confseq_available():
         return (
-            f"{said}; automatic decisions stop where the audits show precision below {target:.0%}."
+            f"{said}; automatic decisions stop where the audits show precision below "
+            f"{target_words(target)}."
         )
     return f"{said}; the monitor that would stop them needs the monitor extra (confseq)."
 

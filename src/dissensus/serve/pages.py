@@ -148,6 +148,7 @@ from markupsafe import Markup, escape
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from dissensus.acceptance.monitor import target_words
 from dissensus.errors import DissensusError
 from dissensus.io.limits import MAX_FIELD_CHARS
 from dissensus.quoting import visible, visible_text
@@ -225,6 +226,8 @@ _env = Environment(
     finalize=_visible,
 )
 _env.filters["lines"] = _lines
+# A target precision as every door words it: 0.90, 0.975, 0.999 (never 1.00).
+_env.filters["target"] = target_words
 
 
 @dataclass(frozen=True)
