@@ -4,7 +4,9 @@ and ``GET /v1/review`` do.
 A queue of tens of thousands of open items was one answer of tens of megabytes (every
 item read and hashed) to a client that is usually a model; the tool now gives at most
 ``limit`` items (1,000 by default, the CLI's and the service's page), after the item
-``after`` names, and refuses an ``after`` naming no item, naming the argument.
+``after`` names, and refuses an ``after`` naming no item, naming the argument. A page
+with more after it says so (a text block after the items, ``_meta.next_after``): a page
+that filled ``limit`` said nothing, and a model stopped there.
 """
 
 from __future__ import annotations
@@ -68,12 +70,30 @@ def test_review_list_gives_one_page_by_default_as_the_cli_does(served: Path) -> 
     ]
 
 
+def _more(result: Any) -> str | None:
+    """The ``after`` a ``review_list`` result says the next page starts after, checking
+    its note (the last text block) and its ``_meta`` agree; None when it says none."""
+    texts = [c.text for c in result.content]
+    items = tool_data(result)
+    assert texts[: len(items)] == [json.dumps(i, indent=2, ensure_ascii=False) for i in items]
+    meta = (result.meta or {}).get("next_after")
+    if len(texts) == len(items):
+        assert meta is None
+        return None
+    (note,) = texts[len(items) :]
+    assert meta == items[-1]["review_id"]
+    assert note == f'more items after "{meta}": call review_list again with after="{meta}"'
+    return str(meta)
+
+
 def test_review_list_pages_with_limit_and_after(served: Path) -> None:
     (everything,) = _calls(served, [("review_list", {"limit": 10_000})])
     ids = [i["review_id"] for i in tool_data(everything)]
     assert len(ids) == OPEN and len(set(ids)) == OPEN
+    assert _more(everything) is None
     seen: list[str] = []
     after: str | None = None
+    pages = 0
     while True:
         args: dict[str, Any] = {"limit": 400}
         if after is not None:
@@ -81,10 +101,46 @@ def test_review_list_pages_with_limit_and_after(served: Path) -> None:
         (page,) = _calls(served, [("review_list", args)])
         got = [i["review_id"] for i in tool_data(page)]
         seen += got
-        if len(got) < 400:
+        pages += 1
+        after = _more(page)
+        if after is None:
             break
-        after = got[-1]
-    assert seen == ids
+        assert after == got[-1] and len(got) == 400
+    assert seen == ids and pages == 3
+
+
+def test_a_page_says_when_more_items_follow(served: Path) -> None:
+    """The default page (1,000 of 1,003) ends with the note; a page that holds the last
+    item exactly, or fewer, has none."""
+    first, exact, short = _calls(
+        served,
+        [
+            ("review_list", {}),
+            ("review_list", {"limit": OPEN}),
+            ("review_list", {"limit": OPEN - 1}),
+        ],
+    )
+    assert _more(first) == tool_data(first)[-1]["review_id"]
+    assert _more(exact) is None
+    assert _more(short) == tool_data(short)[-1]["review_id"]
+    (rest,) = _calls(served, [("review_list", {"after": _more(first)})])
+    assert len(tool_data(rest)) == OPEN - 1_000 and _more(rest) is None
+
+
+def test_the_description_tells_the_paging_rule(served: Path) -> None:
+    from mcp.client import Client
+
+    from dissensus.integrations.mcp import build_server
+
+    async def go() -> Any:
+        async with Client(build_server(root=served)) as client:
+            return await client.list_tools()
+
+    tools = asyncio.run(asyncio.wait_for(go(), timeout=60)).tools
+    (tool,) = [t for t in tools if t.name == "review_list"]
+    assert "call review_list again with after" in (tool.description or "")
+    assert "until a result" in (tool.description or "")
+    assert tool.output_schema is not None and "result" in tool.output_schema["properties"]
 
 
 def test_review_list_refuses_a_bad_page_naming_the_argument(served: Path) -> None:

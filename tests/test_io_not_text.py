@@ -161,3 +161,66 @@ def test_a_named_pipe_of_utf8_is_still_read_whole(tmp_path: Path) -> None:
     writer.join(timeout=10)
     assert proc.returncode == 0, proc.stderr
     assert [json.loads(line)["id"] for line in proc.stdout.splitlines()] == ["p1", "p2"]
+
+
+REFUSING = [
+    ["route", "--similarity", "tfidf", "--json"],
+    ["calibrate-thresholds", "--quantile", "0.5", "--similarity", "tfidf"],
+    ["calibrate"],
+    ["vote"],
+    ["judge"],
+    ["calibrate-acceptance", "--out", "ACCEPT"],
+    ["decide", "--similarity", "tfidf"],
+]
+
+
+def _refused(tmp_path: Path, command: list[str], source: str) -> None:
+    """``command`` on ``source`` (``-`` or a named pipe) of gzip bytes is refused whole, and
+    its outputs are as they were: the rejects file of a previous run keeps its lines, no
+    journal is made."""
+    import os
+    import threading
+
+    data, _ = ENCODED["gzip"]
+    rejects = tmp_path / "rejects.jsonl"
+    rejects.write_text('{"previous": "run"}\n')
+    journal = tmp_path / "j.sqlite"
+    accept = tmp_path / "accept.json"
+    name, *options = command
+    options = [str(accept) if o == "ACCEPT" else o for o in options]
+    extra = ["--journal", str(journal)] if name == "decide" else []
+    stdin: bytes | None = data
+    writer = None
+    if source != "-":
+        os.mkfifo(source)
+        stdin = None
+
+        def feed() -> None:
+            with open(source, "wb") as out:
+                out.write(data)
+
+        writer = threading.Thread(target=feed, daemon=True)
+        writer.start()
+    proc = run_cli(name, source, *options, *extra, "--rejects", str(rejects), stdin=stdin)
+    if writer is not None:
+        writer.join(timeout=10)
+    assert proc.returncode == 2, proc.stderr
+    assert "gzip-compressed" in proc.stderr and "rejected" not in proc.stderr
+    assert rejects.read_text() == '{"previous": "run"}\n'
+    assert not journal.exists() and not accept.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["rejects.jsonl", *([] if source == "-" else [Path(source).name])]
+    )
+
+
+@pytest.mark.parametrize("command", REFUSING, ids=lambda c: c[0])
+def test_standard_input_refused_whole_writes_nothing(tmp_path: Path, command: list[str]) -> None:
+    """The rejects file was opened (emptied) before standard input was looked at, and
+    ``decide -`` opened its journal first: a journal of no run was left behind."""
+    _refused(tmp_path, command, "-")
+
+
+@pytest.mark.parametrize("command", [c for c in REFUSING if c[0] != "decide"], ids=lambda c: c[0])
+def test_a_named_pipe_refused_whole_writes_nothing(tmp_path: Path, command: list[str]) -> None:
+    """A run's input is a regular file, so ``decide`` is not among them."""
+    _refused(tmp_path, command, str(tmp_path / "in.fifo"))

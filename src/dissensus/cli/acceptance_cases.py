@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from dissensus.cli.common import err_console, quoted
+from dissensus.cli.common import err_console, open_input, quoted
 from dissensus.errors import ConfigError, InputError
 from dissensus.types import Panel, gold_label
 
@@ -105,9 +106,12 @@ def gather(
         journal_cases(journal, run, inputs.settings, inputs.guard) if journal is not None else None
     )
     got = Gathered(once=Once())
-    with RejectSink(rejects) as sink:
-        if labelled is not None:
-            _add_labelled(got, labelled, sink, inputs, strata)
+    with ExitStack() as stack:
+        # The input first: one refused whole (gzip piped in) leaves --rejects as it was.
+        source = stack.enter_context(open_input(labelled)) if labelled is not None else None
+        sink = stack.enter_context(RejectSink(rejects))
+        if labelled is not None and source is not None:
+            _add_labelled(got, labelled, source, sink, inputs, strata)
         journalled = (
             _strata_kept(journal, found, sink, strata)
             if journal is not None and found is not None
@@ -120,9 +124,15 @@ def gather(
 
 
 def _add_labelled(
-    got: Gathered, labelled: str, sink: RejectSink, inputs: PolicyInputs, strata: str | None
+    got: Gathered,
+    labelled: str,
+    source: IO[str],
+    sink: RejectSink,
+    inputs: PolicyInputs,
+    strata: str | None,
 ) -> None:
-    """Add the labelled panels of ``labelled`` to ``got``, read and guarded as a run would."""
+    """Add the labelled panels of ``labelled`` (opened: ``source``) to ``got``, read and
+    guarded as a run would."""
     from dissensus.acceptance import stratum_of
     from dissensus.acceptance.prepare import prepare_cases
     from dissensus.pipeline.gates import judged_by_acceptance, second_answers_under
@@ -130,7 +140,7 @@ def _add_labelled(
 
     policy, guard = inputs.policy, inputs.guard
     once = got.once
-    pairs = _labelled_panels(labelled, sink, once, strata)
+    pairs = _labelled_panels(source, labelled, sink, once, strata)
     panels = [p for p, _ in pairs]
     got.read += panels
     dropped = once.dropped
@@ -350,28 +360,28 @@ def _refusal(panel: Panel, strata: str | None) -> tuple[str, str] | None:
 
 
 def _labelled_panels(
-    path: str, sink: RejectSink, once: Once, strata: str | None
+    handle: IO[str], path: str, sink: RejectSink, once: Once, strata: str | None
 ) -> list[tuple[Panel, str]]:
-    """The labelled panels of ``path`` (``-``: standard input) with their gold decisions;
-    every other line is rejected into ``sink``."""
-    from dissensus.io.jsonl import Reject, open_text, read_numbered_models
+    """The labelled panels of ``handle`` (``path``, ``-``: standard input, opened by
+    :func:`~dissensus.cli.common.open_input` before the rejects file) with their gold
+    decisions; every other line is rejected into ``sink``."""
+    from dissensus.io.jsonl import Reject, read_numbered_models
 
     panels: list[tuple[Panel, str]] = []
     try:
-        with open_text(path) as handle:
-            for line, text, item in read_numbered_models(Panel, handle, file=path):
-                if isinstance(item, Reject):
-                    sink.add(item)
-                    continue
-                refused = _refusal(item, strata)
-                if refused is not None:
-                    raw = text.rstrip("\r\n").removeprefix("\ufeff")
-                    sink.add(
-                        Reject(file=path, line=line, field=refused[0], message=refused[1], raw=raw)
-                    )
-                    continue
-                if once.keep(item, f"line {line}"):
-                    panels.append((item, gold_label(item.meta) or ""))
+        for line, text, item in read_numbered_models(Panel, handle, file=path):
+            if isinstance(item, Reject):
+                sink.add(item)
+                continue
+            refused = _refusal(item, strata)
+            if refused is not None:
+                raw = text.rstrip("\r\n").removeprefix("\ufeff")
+                sink.add(
+                    Reject(file=path, line=line, field=refused[0], message=refused[1], raw=raw)
+                )
+                continue
+            if once.keep(item, f"line {line}"):
+                panels.append((item, gold_label(item.meta) or ""))
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     return panels

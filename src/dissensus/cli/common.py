@@ -97,6 +97,16 @@ Choices this module makes:
   (:func:`check_journal_file`), so no tables are ever added to someone else's database;
   so is one that exists and is not a regular file (``/dev/null``, ``/dev/full``, a
   named pipe), before SQLite opens it and makes its ``-journal`` file beside it.
+* **An input that is refused whole writes nothing.** A command that reads a JSONL input
+  and writes rejects (``route``, ``calibrate-thresholds``, ``guard calibrate``, ``guard
+  vote``, ``dci judge``, ``calibrate-acceptance``) opens the input
+  (:func:`open_input`: its first bytes looked at, :func:`~dissensus.io.jsonl.not_text`)
+  before the ``--rejects`` file, and ``decide -`` reads standard input before it opens
+  the journal: standard input and a named pipe cannot be looked at before they are
+  opened, and a gzip or UTF-16 input refused after the rejects file was opened left it
+  empty (a previous run's rejects lost), and one refused after the journal was opened
+  left a journal of no run behind. A regular file was already looked at by
+  :func:`check_input_path`.
 """
 
 from __future__ import annotations
@@ -174,6 +184,7 @@ __all__ = [
     "mark_command_start",
     "not_empty",
     "number_in",
+    "open_input",
     "out_console",
     "output_handle",
     "print_json",
@@ -377,6 +388,24 @@ def _would_replace(out: Path, other: str) -> bool:
     except OSError:  # the output cannot be looked at
         return False
     return (mine.st_dev, mine.st_ino) == (read.st_dev, read.st_ino)
+
+
+@contextmanager
+def open_input(path: str) -> Iterator[IO[str]]:
+    """The JSONL input ``path`` (``-``: standard input) opened as
+    :func:`~dissensus.io.jsonl.open_text` opens it, refused (:class:`InputError`) when it
+    is no UTF-8 text or cannot be opened. Entered before any output is opened, so that a
+    refused input (a gzip file piped in) truncates and creates nothing."""
+    from contextlib import ExitStack
+
+    from dissensus.io.jsonl import open_text
+
+    with ExitStack() as stack:
+        try:
+            handle = stack.enter_context(open_text(path))
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        yield handle
 
 
 def reject_sink(path: str | None) -> RejectSink:

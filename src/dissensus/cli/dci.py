@@ -54,6 +54,7 @@ from dissensus.cli.common import (
     json_shown,
     not_empty,
     number_in,
+    open_input,
     out_console,
     shown,
     shown_block,
@@ -350,7 +351,7 @@ def judge_cmd(
 ) -> None:
     """Score outputs 1-10 (overall, risk identification, reasoning depth, actionability) per judge."""
     from dissensus.dci.output import DeliberationOutput
-    from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
+    from dissensus.io.jsonl import Reject, RejectSink, read_models
     from dissensus.llm.resolve import ModelFileKey, check_model_spec
 
     check_input_path(outputs_file)
@@ -366,7 +367,8 @@ def judge_cmd(
         )
     outputs: list[DeliberationOutput] = []
     rejected = 0
-    with RejectSink(rejects) as sink, open_text(outputs_file) as handle:
+    # The input first: one refused whole (gzip piped in) leaves --rejects as it was.
+    with open_input(outputs_file) as handle, RejectSink(rejects) as sink:
         for item in read_models(DeliberationOutput, handle, file=outputs_file):
             if isinstance(item, Reject):
                 sink.add(item)

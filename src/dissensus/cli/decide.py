@@ -640,7 +640,7 @@ def decide_cmd(
 ) -> None:
     """Decide every panel: read -> route -> guard -> protocol -> record, journalled and resumable."""
     from dissensus.engines import check_engine
-    from dissensus.pipeline.batch import start_run
+    from dissensus.pipeline.batch import read_stdin, start_run
     from dissensus.pipeline.spec import RunSpec
     from dissensus.store.journal import journal_path
 
@@ -663,8 +663,11 @@ def decide_cmd(
         from dissensus.engines.ray import RayOptions, ensure_ray
 
         ensure_ray(RayOptions(address=ray_address, workers=workers))
+    # Standard input is read before the journal is opened: refused whole (gzip, UTF-16,
+    # too large), it leaves no journal behind, as the same bytes in a file do.
+    stdin = read_stdin() if panels == "-" else None
     with opened_journal(target, must_exist=False) as store:
-        info = start_run(store, panels, spec, run_id=run_id, lock=True)
+        info = start_run(store, panels, spec, stdin=stdin, run_id=run_id, lock=True)
         try:
             total = count_lines(panels) if progress_enabled() else None
             code = run_and_report(

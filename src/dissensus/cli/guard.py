@@ -34,7 +34,7 @@ Choices this module makes:
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Annotated
+from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
@@ -53,6 +53,7 @@ from dissensus.cli.common import (
     no_dash,
     not_empty,
     number_in,
+    open_input,
     out_console,
     print_json,
     progress,
@@ -148,19 +149,19 @@ def _no_verifier_voted(verifier: str, cases: int, agents: Counter[str]) -> None:
 
 
 def _read_numbered(
-    model: type[VoteCase], path: str, sink: RejectSink
+    model: type[VoteCase], handle: IO[str], path: str, sink: RejectSink
 ) -> list[tuple[int, VoteCase]]:
-    """The valid cases of ``path`` with their input lines; each bad line to ``sink``."""
-    from dissensus.io.jsonl import Reject, open_text, read_numbered_models
+    """The valid cases of ``handle`` (``path`` opened by :func:`open_input`, before the
+    rejects file) with their input lines; each bad line to ``sink``."""
+    from dissensus.io.jsonl import Reject, read_numbered_models
 
     cases: list[tuple[int, VoteCase]] = []
     try:
-        with open_text(path) as handle:
-            for number, _, item in read_numbered_models(model, handle, file=path):
-                if isinstance(item, Reject):
-                    sink.add(item)
-                else:
-                    cases.append((number, item))
+        for number, _, item in read_numbered_models(model, handle, file=path):
+            if isinstance(item, Reject):
+                sink.add(item)
+            else:
+                cases.append((number, item))
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
     return cases
@@ -290,8 +291,9 @@ def calibrate_command(
     check_input_path(labelled)
     check_output_path(out, option="--out", inputs={"LABELLED": labelled}, what="calibration file")
     check_outputs({"--rejects": rejects}, reads={"LABELLED": labelled, "--out": out})
-    with reject_sink(rejects) as sink:
-        cases = _once(_read_numbered(_LabelledInput, labelled, sink))
+    # The input first: one refused whole (gzip piped in) leaves --rejects as it was.
+    with open_input(labelled) as handle, reject_sink(rejects) as sink:
+        cases = _once(_read_numbered(_LabelledInput, handle, labelled, sink))
     if not cases:
         raise InputError(f"{labelled}: no valid labelled case to calibrate on")
     settings = ReliabilitySettings(
@@ -361,7 +363,7 @@ def vote_command(
     """Decide every case under the guard: mode, answer, confidence, n_eff and why."""
     from dissensus.guard import CorrelatedConsensusError, GuardThresholds, guard_case
     from dissensus.io.fastjson import dumps_line
-    from dissensus.io.jsonl import Reject, open_text, read_numbered_models
+    from dissensus.io.jsonl import Reject, read_numbered_models
 
     check_input_path(votes)
     not_empty(calibration, "--calibration", "the calibration file")
@@ -376,7 +378,7 @@ def vote_command(
     decisions: list[GuardDecision] = []
     modes: Counter[str] = Counter()
     agents: Counter[str] = Counter()  # every voter's agent id, for a --verifier none had
-    with reject_sink(rejects) as sink, open_text(votes) as handle:
+    with open_input(votes) as handle, reject_sink(rejects) as sink:
         # Streamed: with --json memory does not grow with the number of cases.
         cases = read_numbered_models(_CaseInput, handle, file=votes)
         out = whole_records(stdout_handle())  # no progress line inside a record

@@ -22,6 +22,9 @@ Choices this module makes:
   would count twice among the per-panel similarities and shift the quantile taken as
   θ_s); the exit code is unchanged. ``route`` routes every panel, copies included, as
   ``decide`` does. Only the ids seen are kept, never the panels.
+* Both open their input before ``--rejects`` (:func:`~dissensus.cli.common.open_input`):
+  an input refused whole (gzip or UTF-16 piped in, or from a named pipe) leaves the
+  rejects file of an earlier run as it was.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from dissensus.cli.common import (
     exit_for,
     not_empty,
     number_in,
+    open_input,
     out_console,
     print_json,
     progress,
@@ -105,23 +109,23 @@ def _progress_total(path: str) -> int | None:
     return count
 
 
-def _panels(path: str, sink: RejectSink) -> Iterator[tuple[int, PanelLike]]:
-    """Valid panels of ``path`` (read-only views where they parse as one) with their input
-    lines, lazily; rejects go to ``sink``."""
-    from dissensus.io.jsonl import Reject, bounded_lines, open_text
+def _panels(handle: IO[str], path: str, sink: RejectSink) -> Iterator[tuple[int, PanelLike]]:
+    """Valid panels of ``handle`` (``path`` opened by :func:`open_input`, before the
+    rejects file) with their input lines, read-only views where they parse as one,
+    lazily; rejects go to ``sink``."""
+    from dissensus.io.jsonl import Reject, bounded_lines
     from dissensus.io.views import read_numbered_panel_views
 
     name = path  # standard input is ``-`` in rejects, as every JSONL reader names it
     try:
-        with open_text(path) as handle:
-            lines = progress(
-                bounded_lines(handle), description="reading panels", total=_progress_total(path)
-            )
-            for number, item in read_numbered_panel_views(lines, file=name):
-                if isinstance(item, Reject):
-                    sink.add(item)
-                else:
-                    yield number, item
+        lines = progress(
+            bounded_lines(handle), description="reading panels", total=_progress_total(path)
+        )
+        for number, item in read_numbered_panel_views(lines, file=name):
+            if isinstance(item, Reject):
+                sink.add(item)
+            else:
+                yield number, item
     except UnicodeDecodeError as exc:
         raise InputError(
             f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start} of a read block)"
@@ -284,7 +288,13 @@ def route_command(
     # Everything alive now (modules, schemas, rules) lives until exit: moving it out of
     # the collector's reach makes the per-batch garbage collections cheap (~25% faster).
     gc.freeze()
-    with reject_sink(rejects) as sink, ExitStack() as stack:
+    with ExitStack() as stack:
+        # The input first: one refused whole (gzip piped in) leaves --rejects as it was.
+        # Ray reads a file itself (standard input is only looked at here).
+        source = (
+            stack.enter_context(open_input(panels)) if engine != "ray" or panels == "-" else None
+        )
+        sink = stack.enter_context(reject_sink(rejects))
         if out is not None and out != "-":
             handle = stack.enter_context(atomic_output(out))
         elif json_out or out == "-":
@@ -308,8 +318,9 @@ def route_command(
                 options=RayOptions(address=ray_address, workers=workers),
             )
         else:
+            assert source is not None
             tally = route_stream(
-                _panels(panels, sink),
+                _panels(source, panels, sink),
                 backend,
                 thresholds,
                 ruleset,
@@ -366,8 +377,8 @@ def calibrate_command(
     check_outputs({"--rejects": rejects}, reads={"CORPUS": corpus})
     backend = _backend(similarity, no_cache, allow_code)
     once = _FirstOfEachId()
-    with reject_sink(rejects) as sink:
-        panels_iter = once.panels(_panels(corpus, sink))
+    with open_input(corpus) as source, reject_sink(rejects) as sink:
+        panels_iter = once.panels(_panels(source, corpus, sink))
         first = list(islice(panels_iter, 1))
         if not first:
             raise InputError(f"{corpus}: no valid panels to calibrate on")

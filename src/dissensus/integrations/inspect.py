@@ -133,11 +133,16 @@ Choices where the frameworks are silent:
   reducer still writes to the journal the URL names; re-creating it from the log needs
   the password from libpq's own sources (``PGPASSWORD``, ``~/.pgpass``). A ``policy``
   given as a :class:`~dissensus.pipeline.RunSpec` is recorded without the content of
-  the files it loaded (``acceptance``, ``calibration``, ``guard_calibration``), which
-  its ``files`` name by path and sha256: Inspect wrote the whole spec, the learned
-  acceptance file's calibration vectors included (150 kB for the LLMBar file), into the
-  log's header and into every sample's score, so an eval of 20 samples logged 14.6 MB
-  where the same eval with the policy file's path logged 0.3 MB.
+  the files it loaded (``acceptance``, ``calibration``, ``guard_calibration``): Inspect
+  wrote the whole spec, the learned acceptance file's calibration vectors included
+  (150 kB for the LLMBar file), into the log's header and into every sample's score, so
+  an eval of 20 samples logged 14.6 MB where the same eval with the policy file's path
+  logged 0.3 MB. Each is recorded by the figures that name it instead: the sha256 of
+  its content as ``run.started`` journals it (``content_sha256``), its ``format`` and,
+  for a learned acceptance file, its own ``sha256``; its ``files`` name the files
+  by path and sha256 when the spec was built from them. A spec made with the content
+  and no file (``RunSpec(policy=..., acceptance=...)``) has no ``files``, and its log
+  named nothing of the acceptance file that judged its samples.
 * Inspect calls reducers synchronously inside its event loop, so the pipeline runs on a
   worker thread for the duration of the call.
 """
@@ -184,7 +189,7 @@ from dissensus.pipeline.policy import guard_thresholds
 from dissensus.pipeline.shift_watch import EVERY, ShiftWatch, check_every
 from dissensus.pipeline.spec import file_sha256
 from dissensus.quoting import one_line, quote_short
-from dissensus.store.canonical import canonical
+from dissensus.store.canonical import canonical, sha256_text
 from dissensus.store.targets import mask_url
 from dissensus.types import AgentOutput, Evidence, JsonObject, Panel, option_id_problem
 
@@ -727,13 +732,39 @@ class _Reducer:
 
 def _recorded_policy(policy: object) -> JsonObject | None:
     """What the eval log records of a ``policy`` given as a :class:`RunSpec` (``None``:
-    the argument as Inspect records it): the spec without the content of the files it
-    loaded, which its ``files`` name by path and sha256."""
+    the argument as Inspect records it): the spec with each file content it loaded
+    (``acceptance``, ``calibration``, ``guard_calibration``) replaced by the figures that
+    name it (:func:`_loaded_figures`), its ``files`` naming the files by path and sha256."""
     if not isinstance(policy, RunSpec):
         return None
-    return policy.model_dump(
+    recorded = policy.model_dump(
         mode="json", exclude={"acceptance", "calibration", "guard_calibration"}
     )
+    started = policy.started()
+    for key, content in (
+        ("acceptance", started.acceptance),
+        ("calibration", started.calibration),
+        ("guard_calibration", started.guard_calibration),
+    ):
+        recorded[key] = None if content is None else _loaded_figures(content)
+    return recorded
+
+
+def _loaded_figures(content: JsonObject) -> JsonObject:
+    """What names a loaded file's ``content`` in the eval log: ``content_sha256``, the
+    sha256 of its canonical JSON as ``run.started`` journals it, its ``format`` when it
+    states one and, for a learned acceptance file, its own ``sha256`` (the figure its
+    shift checks and ``acceptance`` commands name it by)."""
+    try:
+        digest: str | None = sha256_text(canonical(content))
+    except (TypeError, ValueError):  # not JSON a journal could hold either
+        digest = None
+    figures: JsonObject = {"content_sha256": digest}
+    for key in ("format", "sha256"):
+        value = content.get(key)
+        if isinstance(value, str):
+            figures[key] = value
+    return figures
 
 
 @score_reducer(name="dissensus")

@@ -206,6 +206,7 @@ __all__ = [
     "new_run_id",
     "policy_calibration",
     "policy_guard_calibration",
+    "read_stdin",
     "refuse_finished",
     "resume_run",
     "run_spec",
@@ -246,6 +247,7 @@ def start_run(
     policy: PolicyLike = None,
     *,
     text: str | None = None,
+    stdin: bytes | None = None,
     policy_file: str | None = None,
     policy_dir: Path | None = None,
     run_id: str | None = None,
@@ -267,6 +269,7 @@ def start_run(
     policy: PolicyLike = None,
     *,
     text: str | None = None,
+    stdin: bytes | None = None,
     policy_file: str | None = None,
     policy_dir: Path | None = None,
     run_id: str | None = None,
@@ -288,6 +291,7 @@ def start_run(
     policy: PolicyLike = None,
     *,
     text: str | None = None,
+    stdin: bytes | None = None,
     policy_file: str | None = None,
     policy_dir: Path | None = None,
     run_id: str | None = None,
@@ -308,6 +312,7 @@ def start_run(
     policy: PolicyLike = None,
     *,
     text: str | None = None,
+    stdin: bytes | None = None,
     policy_file: str | None = None,
     policy_dir: Path | None = None,
     run_id: str | None = None,
@@ -322,6 +327,9 @@ def start_run(
 ) -> RunInfo | None:
     """Register a new run of ``input_path`` (``"-"``: standard input) or of ``text`` (JSONL
     handed in by a door) and journal its inputs and specification (``run.started``).
+    ``stdin`` is standard input already read (:func:`read_stdin`) for ``input_path``
+    ``"-"``: a command reads it before it opens the journal, so that standard input
+    refused whole (too large, gzip, UTF-16) leaves no journal behind.
 
     ``policy`` is a :class:`RunSpec`, a :class:`Policy`, a policy file or ``None``; the
     other settings are :meth:`RunSpec.from_policy`'s overrides. Everything is checked
@@ -358,7 +366,7 @@ def start_run(
     if text is not None:
         source = {"path": "-", "text": text}
     elif input_path == "-":
-        source = stdin_source(_read_stdin())
+        source = stdin_source(read_stdin() if stdin is None else stdin)
     elif input_path is not None:
         path = Path(input_path).resolve()
         if not path.is_file():
@@ -489,8 +497,10 @@ def _size(n: int) -> str:
     return f"{n // mib} MiB" if n % mib == 0 else f"{n:,} bytes"
 
 
-def _read_stdin(limit: int | None = None) -> bytes:
-    """Standard input, refused past :data:`MAX_STDIN_BYTES` before any run is created."""
+def read_stdin(limit: int | None = None) -> bytes:
+    """Standard input, refused past :data:`MAX_STDIN_BYTES`, or when it is no UTF-8 text
+    (:func:`~dissensus.io.jsonl.not_text`), before any run is created: a command calls it
+    before it opens the journal (``decide -``), and hands the bytes to :func:`start_run`."""
     limit = MAX_STDIN_BYTES if limit is None else limit
     stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
     data = stream.read(limit + 1) if stream is not None else sys.stdin.read(limit + 1).encode()
