@@ -55,6 +55,7 @@ JOURNAL_ADDED = {
     "deferred",
     "events_after",
     "lock_name",
+    "newest_runs",
     "refs_after",
     "run_lock_holder",
     "run_status",
