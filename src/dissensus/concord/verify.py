@@ -19,8 +19,9 @@ stops at the first violated property, which it names:
    bottleneck of every repair round (with its tie-break), the author and round of every
    repair, and the final leader equal to ``selected``; every call the record shows
    answered in exactly one way (each opening proposer, every covered agent, and each
-   round's bottleneck: a candidate, a pass note, a merge note or a fault of its phase,
-   none only in the round a run stopped in); every faulted score of a calibrated agent
+   round's bottleneck: a candidate, a pass note, a merge note naming a candidate tabled
+   by then (never one of a later round) or a fault of its phase, none only in the round
+   a run stopped in); every faulted score of a calibrated agent
    matched by its trajectory fault (one per outcome, or one for a call that failed as a
    whole) and no other score fault, and none for an uncalibrated agent, never asked;
 7. ``margin``: every replacement of the leader is a strict improvement of the worst-off
@@ -452,9 +453,11 @@ def _check_outcomes(cert: Certificate) -> None:
                 raise _fail("selection", f"round {step.round}: a repair fault of another agent")
         phase = "propose" if step.round == 1 else "repair"
         for agent in askees:
+            # a merge names a candidate tabled by then: never one of a later round
             merges = [
                 f"{agent} proposed {c.id}, already tabled by {c.author}; merged"
                 for c in cert.candidates
+                if c.round <= step.round
             ]
             answers = (
                 sum(1 for c in cands if c.author == agent)
