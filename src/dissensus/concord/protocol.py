@@ -20,7 +20,10 @@ Choices this module makes:
   where it happened; the run goes on. A number is any real number but a ``bool``
   (:func:`~dissensus.concord.scale.real`: a NumPy number counts); one too large for a
   float (``10**400``) is out of range, a fault, never an ``OverflowError`` out of the
-  run, and a fault message quotes at most 200 characters of what the agent answered. A faulted evaluation counts as the rejected
+  run, and a fault message quotes at most 200 characters of what the agent answered. A
+  fault message is one line of at most 500 characters, an exception's text included
+  (:func:`~dissensus.concord.scale.exception_line`: an exception whose message cannot
+  be read is named by its type, never an error out of the run). A faulted evaluation counts as the rejected
   anchor (calibrated 0, raw ``None``) for selection, and it never clears the floor,
   whatever the floor (0 included): the run certifies only when every covered agent
   really scored the leader at or above it. A faulted agent is in the shortfall with
@@ -130,6 +133,8 @@ from dissensus.concord.scale import (
     DIGITS,
     brief,
     check_anchors,
+    exception_line,
+    fault_line,
     in_range,
     ratio,
     real,
@@ -155,7 +160,11 @@ class _AgentExit(Exception):
     """``SystemExit`` raised by agent code, held as an ordinary exception (a fault)."""
 
     def __init__(self, code: object) -> None:
-        super().__init__(f"SystemExit: {code}")
+        try:
+            said = str(code)
+        except Exception:  # an exit code whose own text raises
+            said = brief(code)
+        super().__init__(f"SystemExit: {said}")
 
 
 class _AgentInterrupt(Exception):
@@ -164,8 +173,8 @@ class _AgentInterrupt(Exception):
 
 def _fault_text(exc: BaseException) -> str:
     if isinstance(exc, _AgentExit):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
+        return fault_line(str(exc))
+    return exception_line(exc)
 
 
 def _stopped_fault(reason: Stop) -> str:
@@ -530,7 +539,7 @@ class Negotiation:
             for cand, raw in zip(cands, raws, strict=True):
                 msg = None
                 if isinstance(raw, ScoreFault):
-                    msg = " ".join(raw.message.split()) or f"no score for {cand.id}"
+                    msg = fault_line(raw.message) or f"no score for {cand.id}"
                 elif not in_range(raw, anchors.rejected, anchors.ideal):
                     msg = f"score {raw!r} of {cand.id} is outside the anchors' range [{anchors.rejected:g}, {anchors.ideal:g}]"
                 else:
@@ -827,7 +836,7 @@ def _score_fault(value: object) -> str | None:
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
         for item in value:
             if isinstance(item, ScoreFault):
-                return " ".join(item.message.split()) or "no anchor score"
+                return fault_line(item.message) or "no anchor score"
     return None
 
 
