@@ -19,7 +19,10 @@ agents:
 topology: group                # or {edges: [[security, cost], [cost, latency]]}
 ```
 
-Every error is a :class:`~dissensus.errors.ConfigError` naming the file and the field:
+Every error is a :class:`~dissensus.errors.ConfigError` naming the file and the field,
+and the line the field is written on when the file is read from disk
+(:func:`load_problem`, ``(line 12)``; :func:`with_line` adds it to an error found
+later, an agent's module that does not load or its equal anchors at run time):
 missing anchors, a floor or margin outside [0, 1], a negative round budget, duplicate
 ids, a blank anchor or option id or text (``id: ""``, ``text: "  "``: a blank id would be
 tabled as no id at all), an option reusing an anchor id, a table agent without a score for an anchor or
@@ -56,7 +59,7 @@ from dissensus.concord.protocol import Negotiation
 from dissensus.concord.rules import SelectionRule
 from dissensus.concord.scale import check_anchors
 from dissensus.errors import ConfigError, field_path
-from dissensus.io.yamlfile import load_yaml_file
+from dissensus.io.yamlfile import load_yaml_text, read_text_file, yaml_line_of
 from dissensus.quoting import missing_misspelt, misspelling
 
 __all__ = [
@@ -66,6 +69,7 @@ __all__ = [
     "load_problem",
     "negotiation_for",
     "parse_problem",
+    "with_line",
 ]
 
 
@@ -230,15 +234,47 @@ def parse_problem(data: object, *, file: str | None = None) -> Problem:
 
 
 def load_problem(path: str | Path) -> Problem:
-    """Read and validate a problem file."""
+    """Read and validate a problem file (an error names the file, the field and the line
+    the field is written on: :func:`with_line`)."""
     file = str(path)
-    data = load_yaml_file(path, what="problem file")
-    problem = parse_problem(data, file=file)
+    text = read_text_file(path, what="problem file")
+    data = load_yaml_text(text, file=file)
+    try:
+        problem = parse_problem(data, file=file)
+    except ConfigError as exc:
+        raise with_line(exc, file, text) from None
     if problem.model:
         problem = problem.model_copy(
             update={"model": _relative_model(problem.model, Path(path).parent)}
         )
     return problem
+
+
+def with_line(
+    exc: ConfigError, file: str, text: str | None = None, agents: Sequence[str] = ()
+) -> ConfigError:
+    """``exc`` naming the line of the problem file ``file`` its field is written on
+    (:func:`~dissensus.io.yamlfile.yaml_line_of`; ``text``: the file's text, read again
+    when not given), or ``exc`` itself: one about another file or without a field, one
+    naming a line already, or a subclass. A field naming an agent by its id
+    (``agents.<id>.anchors``, a run-time error) is looked up by the agent's place in
+    ``agents`` (the problem's ids, in order)."""
+    if type(exc) is not ConfigError or exc.file != file or not exc.field or exc.line:
+        return exc
+    if text is None:
+        try:
+            text = read_text_file(file, what="problem file")
+        except ConfigError:
+            return exc
+    where = exc.field
+    head, _, rest = where.partition(".")
+    name, dot, tail = rest.partition(".")
+    if head == "agents" and dot and not name.isdigit() and name in agents:
+        where = f"agents.{list(agents).index(name)}.{tail}"
+    line = yaml_line_of(text, where)
+    if line is None:
+        return exc
+    return ConfigError(exc.message, file=exc.file, field=exc.field, line=line)
 
 
 def _relative_model(spec: str, base: Path) -> str:
