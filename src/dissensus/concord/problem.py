@@ -54,7 +54,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
 from dissensus.concord.agent import NegotiationAgent, Outcome
-from dissensus.concord.controls import check_controls
+from dissensus.concord.controls import check_controls, same_name
 from dissensus.concord.protocol import Negotiation
 from dissensus.concord.rules import SelectionRule
 from dissensus.concord.scale import check_anchors
@@ -147,16 +147,26 @@ def _check(problem: Problem, file: str | None) -> None:
     anchor_ids = {problem.anchors.rejected.id, problem.anchors.ideal.id}
     for name in ("rejected", "ideal"):
         anchor = getattr(problem.anchors, name)
-        if anchor.id is None or not anchor.id.strip():
+        if anchor.id is None or not same_name(anchor.id):
             raise fail("an anchor needs an id that is not blank", f"anchors.{name}.id")
         if not anchor.text.strip():
             raise fail("an anchor's text is blank", f"anchors.{name}.text")
-    if len(anchor_ids) != 2:
+    if len(anchor_ids) != 2 or len({same_name(str(i)) for i in anchor_ids}) != 2:
         raise fail("the two anchors need distinct ids", "anchors")
     seen: set[str] = set()
+    # ids a reader cannot tell apart (x and x\u200b, A and fullwidth Ａ) are one id
+    read: dict[str, str] = {same_name(str(a.id)): f"anchors.{n}" for n, a in _anchors(problem)}
     for i, option in enumerate(problem.options):
-        if option.id is None or not option.id.strip():
+        if option.id is None or not same_name(option.id):
             raise fail("an option needs an id that is not blank", f"options.{i}.id")
+        alike = read.get(same_name(option.id))
+        if alike is not None and option.id not in anchor_ids | seen:
+            raise fail(
+                f"option id {option.id!a} reads as the id of {alike}; "
+                "give outcomes ids a reader tells apart",
+                f"options.{i}.id",
+            )
+        read.setdefault(same_name(option.id), f"options.{i}")
         if not option.text.strip():  # nothing an agent could score or propose
             raise fail("an option's text is blank", f"options.{i}.text")
         if option.id in anchor_ids:
@@ -173,6 +183,10 @@ def _check(problem: Problem, file: str | None) -> None:
         ids.add(agent.id)
     if problem.owner is not None and problem.owner not in ids:
         raise fail(f"owner {problem.owner!r} is not an agent", "owner")
+
+
+def _anchors(problem: Problem) -> list[tuple[str, Outcome]]:
+    return [("rejected", problem.anchors.rejected), ("ideal", problem.anchors.ideal)]
 
 
 def _check_agent(problem: Problem, agent: AgentSpec, where: str, ids: set[str], fail: Any) -> None:
