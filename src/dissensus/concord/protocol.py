@@ -584,7 +584,7 @@ class Negotiation:
             await self._sweep(fresh, 1, step.faults)
         eligible = [(c.id, v) for c in self._cands if (v := self._vector(c)) is not None]
         if eligible:
-            self._leader, tie = select(eligible, self._rule, self.floor)
+            self._leader, tie = select(eligible, self._rule, self.floor, self._clearing())
             if tie:
                 step.ties.append(tie)
 
@@ -626,7 +626,7 @@ class Negotiation:
             if (v := self._vector(c)) is not None and accepts(lead_worst, min(v), self.margin)
         ]
         if qualified:
-            self._leader, tie = select(qualified, self._rule, self.floor)
+            self._leader, tie = select(qualified, self._rule, self.floor, self._clearing())
             if tie:
                 step.ties.append(tie)
         step.accepted = self._leader == cand.id
@@ -639,6 +639,11 @@ class Negotiation:
         if vec is None or any(x is None for x in vec):
             return False
         return clears_floor([x for x in vec if x is not None], self.floor)
+
+    def _clearing(self) -> set[str]:
+        """The candidates every covered agent really scored at or above the floor: what
+        the selection rule reads as clearing it (never the rounded scores)."""
+        return {c.id for c in self._cands if self._clears(c)}
 
     def _leader_clears(self) -> bool:
         return self._clears(self._cand(self._leader))

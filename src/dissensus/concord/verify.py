@@ -343,7 +343,9 @@ def _check_replay(cert: Certificate) -> None:
     if steps[0].round != 1:
         raise _fail("selection", "the trajectory does not open with round 1")
     eligible = [(c.id, v) for c in opening if (v := vecs[c.id]) is not None]
-    leader = ref_select(eligible, rule, floor) if eligible else None
+    # what the rule reads as clearing the floor: the unrounded scores, a fault never
+    clearing = {c.id for c in cert.candidates if _clears(cert, c)}
+    leader = ref_select(eligible, rule, floor, clearing) if eligible else None
     first = steps[0]
     if (first.improvement, first.bottleneck, first.candidate, first.accepted) != (None,) * 4:
         raise _fail("selection", "round 1 (the opening) records a repair")
@@ -398,7 +400,7 @@ def _check_replay(cert: Certificate) -> None:
                     and (v := vecs[c.id]) is not None
                     and ref_accepts(lead_worst, min(v), margin)
                 ]
-                new_leader = ref_select(qualified, rule, floor) if qualified else leader
+                new_leader = ref_select(qualified, rule, floor, clearing) if qualified else leader
                 if step.accepted != (new_leader == cand.id):
                     raise _fail(
                         "margin",
