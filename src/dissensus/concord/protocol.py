@@ -79,7 +79,12 @@ Choices this module makes:
 * **Proposals** naming an option already tabled (same id and text) are merged into
   that candidate, and so is a proposal without an id whose text is exactly a tabled
   candidate's (two LLM agents writing the same plan: scoring it twice would spend
-  every agent's calls on one outcome); an id that collides with another outcome is replaced by ``C<k>``,
+  every agent's calls on one outcome). A proposal without an id whose text is exactly a
+  pool option's is that option, tabled under the option's id (noted ``a1's proposal
+  is the text of option A; tabled as A``) or merged into it when already tabled,
+  whichever agent spoke first: table agents score the option by its id, and an agent
+  listed before the option's proposer no longer tabled a copy every agent scored again
+  and table agents faulted on. An id that collides with another outcome is replaced by ``C<k>``,
   and a blank id (``""``) is no id: the candidate is named ``C<k>`` (a record whose
   candidate id is empty would read as one without a leader).
   Both are reported in the round's notes. Evaluations count agent x candidate scores
@@ -444,6 +449,14 @@ class Negotiation:
         taken = {c.id for c in self._cands} | {self._rejected.id, self._ideal.id}
         # a blank id ("", "  ") is no id: the candidate is named C<k>
         cid = outcome.id if outcome.id is not None and outcome.id.strip() else None
+        adopted = False
+        if cid is None:
+            # No id, the text of a pool option: that option (which table agents score by
+            # its id), tabled or merged as if proposed by its id, whoever spoke first.
+            option = next((o for o in self._options if o.text == outcome.text and o.id), None)
+            held = self._cand(option.id) if option is not None else None
+            if option is not None and (held is None or held.text == outcome.text):
+                cid, adopted = option.id, held is None
         existing = self._cand(cid) if cid is not None else None
         if existing is not None and existing.text == outcome.text:
             notes.append(
@@ -464,6 +477,8 @@ class Negotiation:
             if cid is not None:
                 notes.append(f"id {cid!r} of {author}'s candidate is taken; renamed C{k}")
             cid = f"C{k}"
+        if adopted:
+            notes.append(f"{author}'s proposal is the text of option {cid}; tabled as {cid}")
         cand = _Cand(id=cid, text=outcome.text, author=author, round=round_no)
         self._cands.append(cand)
         self._broadcast(author)
