@@ -89,6 +89,10 @@ Choices this module makes:
   candidate id is empty would read as one without a leader).
   Both are reported in the round's notes. Evaluations count agent x candidate scores
   (anchors excluded); model calls count calls to agents whose ``uses_model`` is true.
+* **Attempts** are what each model agent's ``attempts()`` reports, the difference over
+  the run; an ``attempts()`` that raises or answers something other than a whole number
+  counts 0 for that agent: the count is reported beside the run, and the record is
+  never lost to it after every call was made.
 * Calls within one phase run concurrently; results are always processed in problem
   order, so the record is deterministic for deterministic agents.
 """
@@ -97,6 +101,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import numbers
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -693,7 +698,7 @@ class Negotiation:
 
     async def _run(self) -> Certificate:
         self._started = self._clock()
-        self._attempts_at_start = {a: self._agents[a].attempts() for a in self._regime.covered}
+        self._attempts_at_start = {a: _attempts(self._agents[a]) for a in self._regime.covered}
         stopped: Stop | None = None
         step: Step | None = None
         try:
@@ -758,7 +763,7 @@ class Negotiation:
                     )
                 )
         attempts = sum(
-            max(0, self._agents[a].attempts() - self._attempts_at_start.get(a, 0))
+            max(0, _attempts(self._agents[a]) - self._attempts_at_start.get(a, 0))
             for a in covered
             if self._agents[a].uses_model
         )
@@ -818,6 +823,19 @@ class Negotiation:
             ],
         )
         return cert.sealed()
+
+
+def _attempts(agent: NegotiationAgent) -> int:
+    """The model attempts ``agent`` reports, or 0 when its ``attempts()`` raises or answers
+    something other than a whole number: a count reported beside the run, never a
+    reason to lose the run's record after its calls were made."""
+    try:
+        value = agent.attempts()
+    except Exception:  # agent code, as any of its answers
+        return 0
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return 0
+    return max(0, int(value))
 
 
 def _numbers(value: object, count: int, *, finite: bool = True) -> list[float] | None:
