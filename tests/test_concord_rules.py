@@ -109,6 +109,24 @@ def test_selection_matches_the_reference(
     assert _rules.select(candidates, rule, floor)[0] == _ref.ref_select(candidates, rule, floor)  # type: ignore[arg-type]
 
 
+@given(
+    st.lists(
+        st.tuples(st.lists(_SCORE, min_size=3, max_size=3), st.booleans()), min_size=1, max_size=6
+    ),
+    st.sampled_from(_rules.RULES),
+    st.sampled_from([0.0, 0.5, 0.7, 1.0]),
+)
+def test_selection_with_the_clearing_set_matches_the_reference(
+    vectors: list[tuple[list[float], bool]], rule: str, floor: float
+) -> None:
+    """Given which candidates clear the floor as certification reads it (any set: a
+    fault or an unrounded score may keep any candidate out of it), both agree."""
+    candidates = [(f"C{i}", v) for i, (v, _) in enumerate(vectors)]
+    clears = {f"C{i}" for i, (_, c) in enumerate(vectors) if c}
+    got = _rules.select(candidates, rule, floor, clears)[0]  # type: ignore[arg-type]
+    assert got == _ref.ref_select(candidates, rule, floor, clears)
+
+
 @given(_SCORE, _SCORE, st.sampled_from([0.0, 0.01, 0.1, 0.5]))
 def test_acceptance_matches_the_reference(lead: float, new: float, margin: float) -> None:
     assert _rules.improvement(lead, new) == _ref.ref_gain(lead, new)
@@ -154,7 +172,7 @@ def test_a_bug_in_the_rules_is_caught_by_verify(monkeypatch: pytest.MonkeyPatch)
     honest = negotiate_sync(agents, **kwargs)
     assert verify(honest.model_dump(mode="json")).valid
 
-    def worst_first(candidates, rule, floor):  # type: ignore[no-untyped-def]
+    def worst_first(candidates, rule, floor, clears=None):  # type: ignore[no-untyped-def]
         ranked = sorted(candidates, key=lambda c: min(c[1]))
         return ranked[0][0], None
 

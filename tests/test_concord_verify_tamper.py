@@ -321,3 +321,32 @@ def test_a_shortfall_entry_edited_removed_or_invented_is_refused(
             entry = copy.deepcopy(next(s for s in short if s["agent"] == agent))
         tampered["shortfall"].append(entry)
     _refused(tampered, "shortfall")
+
+
+def test_a_merge_into_a_candidate_of_a_later_round_is_refused() -> None:
+    """A round-1 merge note naming a candidate tabled only in a repair round (which the
+    opening could not have merged into) is refused: it hid the owner's own opening plan
+    from the comparison's "Owner decides", which then committed nothing."""
+    from dissensus.concord.function import FunctionAgent
+
+    table = {"a": {"shared": 5, "fix": 9}, "b": {"shared": 6, "fix": 8}}
+
+    def agent(agent_id: str) -> FunctionAgent:
+        def score(outcome: Outcome, view: NegotiationView) -> float:
+            return {"r": 0, "i": 10}.get(outcome.text, table[agent_id].get(outcome.text, 0))
+
+        return FunctionAgent(
+            agent_id, score, propose=lambda view: "shared", repair=lambda view: "fix"
+        )
+
+    cert = negotiate_sync([agent("a"), agent("b")], rejected=R0, ideal=I0, floor=0.7, rounds=3)
+    doc = cert.model_dump(mode="json")
+    assert verify(doc).valid
+    assert doc["trajectory"][0]["notes"] == ["b proposed C1, already tabled by a; merged"]
+    assert [(c["id"], c["round"], c["author"]) for c in doc["candidates"]] == [
+        ("C1", 1, "a"),
+        ("C2", 2, "a"),
+    ]
+    forged = copy.deepcopy(doc)
+    forged["trajectory"][0]["notes"] = ["b proposed C2, already tabled by a; merged"]
+    _refused(forged, "selection")

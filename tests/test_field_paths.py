@@ -30,7 +30,7 @@ def test_index_paths_are_dotted_as_pydantic_spells_them(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as duplicate:
         load_problem(path)
     assert duplicate.value.field == "agents.1.id"
-    assert str(duplicate.value) == f"{path}: field 'agents.1.id': duplicate agent id 'ops'"
+    assert str(duplicate.value) == f"{path}: field 'agents.1.id': duplicate agent id 'ops' (line 8)"
     # a field pydantic locates inside the same list reads the same way
     path.write_text(PROBLEM.replace("kind: table", "kind: tabel", 1), encoding="utf-8")
     with pytest.raises(ConfigError) as pydantic:

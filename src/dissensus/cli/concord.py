@@ -6,7 +6,9 @@
   stops the run and returns the current leader; Ctrl-C does the same (cancellation). A
   comparison that does not finish (deadline, Ctrl-C, an arbiter whose model fails) leaves
   the certificate: one stderr line says why, ``"comparison": null`` under ``--json``.
-  Exit 0 whatever the status (``certified`` or ``best_effort``), 2 on a bad problem file,
+  Exit 0 whatever the status (``certified`` or ``best_effort``), 2 on a bad problem file
+  (one line naming the file, the field and the line it is written on, ``(line 12)``,
+  whether the file, an agent's module or its anchors at run time is wrong),
   1 (after the record) when the run is not certified, model calls were made and every
   one of them failed to reach the server: counted by the protocol from the failures'
   ``kind`` (``connection``, as the model client reports it), never read from the words
@@ -235,7 +237,7 @@ def negotiate(
 ) -> None:
     """Negotiate one decision with CONCORD and print its certificate or shortfall."""
     from dissensus.agents.assembly import build_agents
-    from dissensus.concord.problem import load_problem
+    from dissensus.concord.problem import load_problem, with_line
     from dissensus.signing import sign_document, signer_from_env
 
     no_dash(out, "--out", "standard output carries the report; --json prints the certificate there")
@@ -262,7 +264,8 @@ def negotiate(
         try:  # the file's model:, checked before any work and named as its field
             check_model_spec(spec, files=files)
         except ConfigError as exc:
-            raise ConfigError(exc.message, file=problem_file, field="model") from None
+            located = ConfigError(exc.message, file=problem_file, field="model")
+            raise with_line(located, problem_file) from None
     client = _client(spec) if spec and (needs_model or compare) else None
     if needs_model and client is None:
         raise ConfigError(
@@ -270,13 +273,16 @@ def negotiate(
             file=problem_file,
             field="model",
         )
-    agents = build_agents(
-        problem,
-        base_dir=Path(problem_file).parent,
-        client=client,
-        file=problem_file,
-        threaded=deadline is not None,
-    )
+    try:
+        agents = build_agents(
+            problem,
+            base_dir=Path(problem_file).parent,
+            client=client,
+            file=problem_file,
+            threaded=deadline is not None,
+        )
+    except ConfigError as exc:  # a module that does not load: the line of its field
+        raise with_line(exc, problem_file) from None
     signer = signer_from_env()
     record: dict[str, JsonObject] = {}
 
@@ -302,9 +308,11 @@ def negotiate(
     except ConfigError as exc:
         if exc.file is not None:
             raise
-        # A run-time configuration error (an agent's equal anchors): name the file too.
+        # A run-time configuration error (an agent's equal anchors): name the file too,
+        # and the line of the agent it names.
         message = str(exc).removeprefix(f"field {exc.field!r}: " if exc.field else "")
-        raise ConfigError(message, file=problem_file, field=exc.field) from exc
+        located = ConfigError(message, file=problem_file, field=exc.field)
+        raise with_line(located, problem_file, agents=[a.id for a in problem.agents]) from exc
     if as_json and compare:
         comparison = None if rows is None else [r.model_dump(mode="json") for r in rows]
         doc = {"certificate": record["certificate"], "comparison": comparison}

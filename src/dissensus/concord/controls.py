@@ -8,7 +8,12 @@ graph names two known agents. :class:`~dissensus.concord.protocol.Negotiation` a
 bad value gets the same message whichever door it came through; the field names the
 place (``topology.edges.I`` in a problem file, ``edges.I`` in the API).
 
-Choices this module makes: the Python API's arguments are checked for their
+Choices this module makes: agent ids are told apart as a reader tells them apart
+(:func:`same_name`): an id that is blank or shows as nothing (``" "``, ``"\u200b"``) is
+refused, and so is one that reads as another (``x`` and ``x\u200b``, fullwidth ``ｘ``,
+an ``é`` written as ``e`` and a combining accent): the record, its shortfall and
+``negotiate``'s tables name agents by their ids. Letters of two scripts that look alike
+(Latin ``x``, Cyrillic ``х``) are not folded: NFKC keeps them apart. The Python API's arguments are checked for their
 kind before any agent is called (:func:`check_arguments`), as a problem file's are by
 its schema. A number is any real number (``int``, ``float``, a NumPy scalar, a
 ``Fraction``: :class:`numbers.Real`), never a ``bool`` or a string, and the round budget
@@ -27,17 +32,56 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from dissensus.concord.agent import NegotiationAgent, Outcome
 from dissensus.concord.rules import RULES
 from dissensus.errors import ConfigError
+from dissensus.families import comparable_name
 from dissensus.io.limits import MAX_AGENTS
 
-__all__ = ["MAX_AGENTS", "MAX_ROUNDS", "as_real", "check_arguments", "check_controls"]
+__all__ = [
+    "MAX_AGENTS",
+    "MAX_ROUNDS",
+    "as_real",
+    "check_arguments",
+    "check_controls",
+    "same_name",
+]
 
 MAX_ROUNDS = 1000
 """Largest round budget (repair rounds) of one negotiation."""
+
+
+def _check_agent_names(agents: Sequence[str], fail: Callable[[str, str], ConfigError]) -> None:
+    """Every agent id shows as something, and no two read alike (:func:`same_name`)."""
+    seen: dict[str, int] = {}
+    for i, agent in enumerate(agents):
+        if not isinstance(agent, str):
+            continue  # check_arguments names an id of the wrong kind
+        name = same_name(agent)
+        if not name:
+            raise fail(
+                f"agent id {agent!r} is blank or shows as nothing; "
+                "the record and its shortfall name agents by their ids",
+                f"agents.{i}.id",
+            )
+        if name in seen:
+            j = seen[name]
+            # spelt in escapes: two ids that read alike would print alike (é, e + U+0301)
+            raise fail(
+                f"agent id {agent!a} reads as {agents[j]!a}, the id of agents.{j}; "
+                "give agents ids a reader tells apart",
+                f"agents.{i}.id",
+            )
+        seen[name] = i
+
+
+def same_name(text: str) -> str:
+    """``text`` as a reader tells ids apart (:func:`dissensus.families.comparable_name`:
+    Unicode NFKC, without the characters that show as nothing), with its outer white
+    space stripped: two ids with the same form read alike."""
+    return comparable_name(text).strip()
 
 
 def check_controls(
@@ -83,6 +127,7 @@ def check_controls(
         raise fail(f"at most {MAX_AGENTS} agents, got {len(agents)}", "agents")
     if len(set(agents)) != len(agents):
         raise fail("agent ids must be unique", "agents")
+    _check_agent_names(agents, fail)
     known = set(agents)
     for i, edge in enumerate(edges or []):
         if isinstance(edge, str | bytes) or not isinstance(edge, Sequence) or len(edge) != 2:

@@ -52,7 +52,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from dissensus.concord.agent import AgentIdentity, NegotiationView, Outcome, ScoreFault
-from dissensus.concord.scale import real
+from dissensus.concord.scale import exception_line, real
 
 __all__ = ["FunctionAgent", "as_outcome"]
 
@@ -159,7 +159,7 @@ class FunctionAgent(AgentIdentity):
             try:
                 values.append(await self._raw(outcome, view))
             except Exception as exc:  # that evaluation alone is a fault
-                values.append(ScoreFault(message=f"{type(exc).__name__}: {exc}"))
+                values.append(ScoreFault(message=exception_line(exc)))
         return values
 
     async def _sign(self, view: NegotiationView) -> float:

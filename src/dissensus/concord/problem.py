@@ -19,7 +19,10 @@ agents:
 topology: group                # or {edges: [[security, cost], [cost, latency]]}
 ```
 
-Every error is a :class:`~dissensus.errors.ConfigError` naming the file and the field:
+Every error is a :class:`~dissensus.errors.ConfigError` naming the file and the field,
+and the line the field is written on when the file is read from disk
+(:func:`load_problem`, ``(line 12)``; :func:`with_line` adds it to an error found
+later, an agent's module that does not load or its equal anchors at run time):
 missing anchors, a floor or margin outside [0, 1], a negative round budget, duplicate
 ids, a blank anchor or option id or text (``id: ""``, ``text: "  "``: a blank id would be
 tabled as no id at all), an option reusing an anchor id, a table agent without a score for an anchor or
@@ -51,12 +54,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
 from dissensus.concord.agent import NegotiationAgent, Outcome
-from dissensus.concord.controls import check_controls
+from dissensus.concord.controls import check_controls, same_name
 from dissensus.concord.protocol import Negotiation
 from dissensus.concord.rules import SelectionRule
 from dissensus.concord.scale import check_anchors
 from dissensus.errors import ConfigError, field_path
-from dissensus.io.yamlfile import load_yaml_file
+from dissensus.io.yamlfile import load_yaml_text, read_text_file, yaml_line_of
 from dissensus.quoting import missing_misspelt, misspelling
 
 __all__ = [
@@ -66,6 +69,7 @@ __all__ = [
     "load_problem",
     "negotiation_for",
     "parse_problem",
+    "with_line",
 ]
 
 
@@ -143,16 +147,26 @@ def _check(problem: Problem, file: str | None) -> None:
     anchor_ids = {problem.anchors.rejected.id, problem.anchors.ideal.id}
     for name in ("rejected", "ideal"):
         anchor = getattr(problem.anchors, name)
-        if anchor.id is None or not anchor.id.strip():
+        if anchor.id is None or not same_name(anchor.id):
             raise fail("an anchor needs an id that is not blank", f"anchors.{name}.id")
         if not anchor.text.strip():
             raise fail("an anchor's text is blank", f"anchors.{name}.text")
-    if len(anchor_ids) != 2:
+    if len(anchor_ids) != 2 or len({same_name(str(i)) for i in anchor_ids}) != 2:
         raise fail("the two anchors need distinct ids", "anchors")
     seen: set[str] = set()
+    # ids a reader cannot tell apart (x and x\u200b, A and fullwidth Ａ) are one id
+    read: dict[str, str] = {same_name(str(a.id)): f"anchors.{n}" for n, a in _anchors(problem)}
     for i, option in enumerate(problem.options):
-        if option.id is None or not option.id.strip():
+        if option.id is None or not same_name(option.id):
             raise fail("an option needs an id that is not blank", f"options.{i}.id")
+        alike = read.get(same_name(option.id))
+        if alike is not None and option.id not in anchor_ids | seen:
+            raise fail(
+                f"option id {option.id!a} reads as the id of {alike}; "
+                "give outcomes ids a reader tells apart",
+                f"options.{i}.id",
+            )
+        read.setdefault(same_name(option.id), f"options.{i}")
         if not option.text.strip():  # nothing an agent could score or propose
             raise fail("an option's text is blank", f"options.{i}.text")
         if option.id in anchor_ids:
@@ -169,6 +183,10 @@ def _check(problem: Problem, file: str | None) -> None:
         ids.add(agent.id)
     if problem.owner is not None and problem.owner not in ids:
         raise fail(f"owner {problem.owner!r} is not an agent", "owner")
+
+
+def _anchors(problem: Problem) -> list[tuple[str, Outcome]]:
+    return [("rejected", problem.anchors.rejected), ("ideal", problem.anchors.ideal)]
 
 
 def _check_agent(problem: Problem, agent: AgentSpec, where: str, ids: set[str], fail: Any) -> None:
@@ -230,15 +248,47 @@ def parse_problem(data: object, *, file: str | None = None) -> Problem:
 
 
 def load_problem(path: str | Path) -> Problem:
-    """Read and validate a problem file."""
+    """Read and validate a problem file (an error names the file, the field and the line
+    the field is written on: :func:`with_line`)."""
     file = str(path)
-    data = load_yaml_file(path, what="problem file")
-    problem = parse_problem(data, file=file)
+    text = read_text_file(path, what="problem file")
+    data = load_yaml_text(text, file=file)
+    try:
+        problem = parse_problem(data, file=file)
+    except ConfigError as exc:
+        raise with_line(exc, file, text) from None
     if problem.model:
         problem = problem.model_copy(
             update={"model": _relative_model(problem.model, Path(path).parent)}
         )
     return problem
+
+
+def with_line(
+    exc: ConfigError, file: str, text: str | None = None, agents: Sequence[str] = ()
+) -> ConfigError:
+    """``exc`` naming the line of the problem file ``file`` its field is written on
+    (:func:`~dissensus.io.yamlfile.yaml_line_of`; ``text``: the file's text, read again
+    when not given), or ``exc`` itself: one about another file or without a field, one
+    naming a line already, or a subclass. A field naming an agent by its id
+    (``agents.<id>.anchors``, a run-time error) is looked up by the agent's place in
+    ``agents`` (the problem's ids, in order)."""
+    if type(exc) is not ConfigError or exc.file != file or not exc.field or exc.line:
+        return exc
+    if text is None:
+        try:
+            text = read_text_file(file, what="problem file")
+        except ConfigError:
+            return exc
+    where = exc.field
+    head, _, rest = where.partition(".")
+    name, dot, tail = rest.partition(".")
+    if head == "agents" and dot and not name.isdigit() and name in agents:
+        where = f"agents.{list(agents).index(name)}.{tail}"
+    line = yaml_line_of(text, where)
+    if line is None:
+        return exc
+    return ConfigError(exc.message, file=exc.file, field=exc.field, line=line)
 
 
 def _relative_model(spec: str, base: Path) -> str:

@@ -20,7 +20,10 @@ Choices this module makes:
   where it happened; the run goes on. A number is any real number but a ``bool``
   (:func:`~dissensus.concord.scale.real`: a NumPy number counts); one too large for a
   float (``10**400``) is out of range, a fault, never an ``OverflowError`` out of the
-  run, and a fault message quotes at most 200 characters of what the agent answered. A faulted evaluation counts as the rejected
+  run, and a fault message quotes at most 200 characters of what the agent answered. A
+  fault message is one line of at most 500 characters, an exception's text included
+  (:func:`~dissensus.concord.scale.exception_line`: an exception whose message cannot
+  be read is named by its type, never an error out of the run). A faulted evaluation counts as the rejected
   anchor (calibrated 0, raw ``None``) for selection, and it never clears the floor,
   whatever the floor (0 included): the run certifies only when every covered agent
   really scored the leader at or above it. A faulted agent is in the shortfall with
@@ -76,11 +79,20 @@ Choices this module makes:
 * **Proposals** naming an option already tabled (same id and text) are merged into
   that candidate, and so is a proposal without an id whose text is exactly a tabled
   candidate's (two LLM agents writing the same plan: scoring it twice would spend
-  every agent's calls on one outcome); an id that collides with another outcome is replaced by ``C<k>``,
+  every agent's calls on one outcome). A proposal without an id whose text is exactly a
+  pool option's is that option, tabled under the option's id (noted ``a1's proposal
+  is the text of option A; tabled as A``) or merged into it when already tabled,
+  whichever agent spoke first: table agents score the option by its id, and an agent
+  listed before the option's proposer no longer tabled a copy every agent scored again
+  and table agents faulted on. An id that collides with another outcome is replaced by ``C<k>``,
   and a blank id (``""``) is no id: the candidate is named ``C<k>`` (a record whose
   candidate id is empty would read as one without a leader).
   Both are reported in the round's notes. Evaluations count agent x candidate scores
   (anchors excluded); model calls count calls to agents whose ``uses_model`` is true.
+* **Attempts** are what each model agent's ``attempts()`` reports, the difference over
+  the run; an ``attempts()`` that raises or answers something other than a whole number
+  counts 0 for that agent: the count is reported beside the run, and the record is
+  never lost to it after every call was made.
 * Calls within one phase run concurrently; results are always processed in problem
   order, so the record is deterministic for deterministic agents.
 """
@@ -89,6 +101,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import numbers
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -130,6 +143,8 @@ from dissensus.concord.scale import (
     DIGITS,
     brief,
     check_anchors,
+    exception_line,
+    fault_line,
     in_range,
     ratio,
     real,
@@ -155,7 +170,11 @@ class _AgentExit(Exception):
     """``SystemExit`` raised by agent code, held as an ordinary exception (a fault)."""
 
     def __init__(self, code: object) -> None:
-        super().__init__(f"SystemExit: {code}")
+        try:
+            said = str(code)
+        except Exception:  # an exit code whose own text raises
+            said = brief(code)
+        super().__init__(f"SystemExit: {said}")
 
 
 class _AgentInterrupt(Exception):
@@ -164,8 +183,8 @@ class _AgentInterrupt(Exception):
 
 def _fault_text(exc: BaseException) -> str:
     if isinstance(exc, _AgentExit):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
+        return fault_line(str(exc))
+    return exception_line(exc)
 
 
 def _stopped_fault(reason: Stop) -> str:
@@ -435,6 +454,14 @@ class Negotiation:
         taken = {c.id for c in self._cands} | {self._rejected.id, self._ideal.id}
         # a blank id ("", "  ") is no id: the candidate is named C<k>
         cid = outcome.id if outcome.id is not None and outcome.id.strip() else None
+        adopted = False
+        if cid is None:
+            # No id, the text of a pool option: that option (which table agents score by
+            # its id), tabled or merged as if proposed by its id, whoever spoke first.
+            option = next((o for o in self._options if o.text == outcome.text and o.id), None)
+            held = self._cand(option.id) if option is not None else None
+            if option is not None and (held is None or held.text == outcome.text):
+                cid, adopted = option.id, held is None
         existing = self._cand(cid) if cid is not None else None
         if existing is not None and existing.text == outcome.text:
             notes.append(
@@ -455,6 +482,8 @@ class Negotiation:
             if cid is not None:
                 notes.append(f"id {cid!r} of {author}'s candidate is taken; renamed C{k}")
             cid = f"C{k}"
+        if adopted:
+            notes.append(f"{author}'s proposal is the text of option {cid}; tabled as {cid}")
         cand = _Cand(id=cid, text=outcome.text, author=author, round=round_no)
         self._cands.append(cand)
         self._broadcast(author)
@@ -530,7 +559,7 @@ class Negotiation:
             for cand, raw in zip(cands, raws, strict=True):
                 msg = None
                 if isinstance(raw, ScoreFault):
-                    msg = " ".join(raw.message.split()) or f"no score for {cand.id}"
+                    msg = fault_line(raw.message) or f"no score for {cand.id}"
                 elif not in_range(raw, anchors.rejected, anchors.ideal):
                     msg = f"score {raw!r} of {cand.id} is outside the anchors' range [{anchors.rejected:g}, {anchors.ideal:g}]"
                 else:
@@ -575,7 +604,7 @@ class Negotiation:
             await self._sweep(fresh, 1, step.faults)
         eligible = [(c.id, v) for c in self._cands if (v := self._vector(c)) is not None]
         if eligible:
-            self._leader, tie = select(eligible, self._rule, self.floor)
+            self._leader, tie = select(eligible, self._rule, self.floor, self._clearing())
             if tie:
                 step.ties.append(tie)
 
@@ -617,7 +646,7 @@ class Negotiation:
             if (v := self._vector(c)) is not None and accepts(lead_worst, min(v), self.margin)
         ]
         if qualified:
-            self._leader, tie = select(qualified, self._rule, self.floor)
+            self._leader, tie = select(qualified, self._rule, self.floor, self._clearing())
             if tie:
                 step.ties.append(tie)
         step.accepted = self._leader == cand.id
@@ -630,6 +659,11 @@ class Negotiation:
         if vec is None or any(x is None for x in vec):
             return False
         return clears_floor([x for x in vec if x is not None], self.floor)
+
+    def _clearing(self) -> set[str]:
+        """The candidates every covered agent really scored at or above the floor: what
+        the selection rule reads as clearing it (never the rounded scores)."""
+        return {c.id for c in self._cands if self._clears(c)}
 
     def _leader_clears(self) -> bool:
         return self._clears(self._cand(self._leader))
@@ -664,7 +698,7 @@ class Negotiation:
 
     async def _run(self) -> Certificate:
         self._started = self._clock()
-        self._attempts_at_start = {a: self._agents[a].attempts() for a in self._regime.covered}
+        self._attempts_at_start = {a: _attempts(self._agents[a]) for a in self._regime.covered}
         stopped: Stop | None = None
         step: Step | None = None
         try:
@@ -729,7 +763,7 @@ class Negotiation:
                     )
                 )
         attempts = sum(
-            max(0, self._agents[a].attempts() - self._attempts_at_start.get(a, 0))
+            max(0, _attempts(self._agents[a]) - self._attempts_at_start.get(a, 0))
             for a in covered
             if self._agents[a].uses_model
         )
@@ -791,6 +825,19 @@ class Negotiation:
         return cert.sealed()
 
 
+def _attempts(agent: NegotiationAgent) -> int:
+    """The model attempts ``agent`` reports, or 0 when its ``attempts()`` raises or answers
+    something other than a whole number: a count reported beside the run, never a
+    reason to lose the run's record after its calls were made."""
+    try:
+        value = agent.attempts()
+    except Exception:  # agent code, as any of its answers
+        return 0
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return 0
+    return max(0, int(value))
+
+
 def _numbers(value: object, count: int, *, finite: bool = True) -> list[float] | None:
     """``value`` as ``count`` floats (each a real number: :func:`~dissensus.concord.scale.real`),
     or ``None`` when it is not that."""
@@ -827,7 +874,7 @@ def _score_fault(value: object) -> str | None:
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
         for item in value:
             if isinstance(item, ScoreFault):
-                return " ".join(item.message.split()) or "no anchor score"
+                return fault_line(item.message) or "no anchor score"
     return None
 
 

@@ -15,8 +15,10 @@ Definitions (higher is better; ties go to the earliest candidate):
 * in range: ``raw`` finite and between the two anchors, both included;
 * maximin: the worst-off score; leximin: the sorted scores compared element by
   element; nash: the product of the scores (rounded to 12 decimals), then the
-  worst-off score; utilitarian: candidates where everyone clears the floor first, by
-  the sum of scores (rounded), then the others by the worst-off score;
+  worst-off score; utilitarian: candidates where everyone clears the floor first (read
+  as certification reads it, when the caller says which do), by the sum of scores
+  (rounded), then the others by the worst-off score; on a tie, the earliest candidate
+  that clears the floor, else the earliest;
 * acceptance: the worst-off score rises by at least the margin, and by more than 0,
   the rise rounded to 12 decimals;
 * bottleneck: the covered agent with the lowest score, the first listed on a tie (a
@@ -26,7 +28,7 @@ Definitions (higher is better; ties go to the earliest candidate):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from dissensus.errors import ConfigError, InputError
 
@@ -82,8 +84,15 @@ def _lowest(scores: Sequence[float]) -> float:
     return low
 
 
-def _better(rule: str, a: Sequence[float], b: Sequence[float], floor: float) -> int:
-    """1 if ``a`` ranks above ``b`` under ``rule``, -1 if below, 0 if equal."""
+def _better(
+    rule: str,
+    a: Sequence[float],
+    b: Sequence[float],
+    floor: float,
+    clear: tuple[bool, bool] | None = None,
+) -> int:
+    """1 if ``a`` ranks above ``b`` under ``rule``, -1 if below, 0 if equal (``clear``:
+    whether each clears the floor as certification reads it, when known)."""
 
     def cmp(x: float, y: float) -> int:
         return (x > y) - (x < y)
@@ -104,7 +113,9 @@ def _better(rule: str, a: Sequence[float], b: Sequence[float], floor: float) -> 
         first = cmp(round(pa, _DECIMALS), round(pb, _DECIMALS))
         return first or cmp(_lowest(a), _lowest(b))
     if rule == "utilitarian":
-        ca, cb = ref_clears_floor(a, floor), ref_clears_floor(b, floor)
+        ca, cb = (
+            clear if clear is not None else (ref_clears_floor(a, floor), ref_clears_floor(b, floor))
+        )
         if ca != cb:
             return 1 if ca else -1
         if ca:
@@ -113,11 +124,19 @@ def _better(rule: str, a: Sequence[float], b: Sequence[float], floor: float) -> 
     raise ConfigError(f"unknown selection rule {rule!r}", field="rule")
 
 
-def ref_select(candidates: Sequence[tuple[str, Sequence[float]]], rule: str, floor: float) -> str:
-    """The id of the best candidate under ``rule``; the earliest on a tie."""
+def ref_select(
+    candidates: Sequence[tuple[str, Sequence[float]]],
+    rule: str,
+    floor: float,
+    clears: Collection[str] | None = None,
+) -> str:
+    """The id of the best candidate under ``rule``; on a tie, the earliest of those that
+    clear the floor (``clears``, ids, as certification reads it), else the earliest."""
     best_id, best_scores = candidates[0]
     for cid, scores in candidates[1:]:
-        if _better(rule, scores, best_scores, floor) > 0:
+        clear = None if clears is None else (cid in clears, best_id in clears)
+        order = _better(rule, scores, best_scores, floor, clear)
+        if order > 0 or (order == 0 and clear is not None and clear[0] and not clear[1]):
             best_id, best_scores = cid, scores
     return best_id
 

@@ -9,12 +9,18 @@ offered rank candidates as follows (higher key is better):
 * ``nash``: the product of the scores, then the worst-off score;
 * ``utilitarian``: candidates clearing the floor for every agent first, ranked by the
   sum of scores; the others after them, ranked by their worst-off score
-  ("utilitarian with floor").
+  ("utilitarian with floor"). Whether a candidate clears the floor is read as the
+  protocol reads it for certification (the unrounded scores; a faulted score never
+  clears it, even a floor of 0), never from the 12-decimal scores: a candidate the
+  run could never certify on does not rank among those that clear it.
 
 Choices this module makes:
 
-* **Ties** among equally ranked candidates go to the earliest tabled candidate (round,
-  then problem order of the authors); every tie is reported in words.
+* **Ties** among equally ranked candidates go to the earliest tabled candidate that
+  clears the floor for every agent (read unrounded, as certification reads it: two
+  worst-off scores that both round to 0.7 tie, yet only a real 0.7 clears a floor of
+  0.7), else to the earliest tabled candidate (round, then problem order of the
+  authors); every tie is reported in words.
 * **Replacement.** Whatever the rule, the leader is replaced only by a candidate whose
   worst-off score beats the leader's by a strict improvement of at least the margin
   (``improvement > 0`` and ``improvement >= margin``, the improvement rounded to 12
@@ -28,7 +34,7 @@ Choices this module makes:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Literal
 
 from dissensus.concord.scale import DIGITS
@@ -59,8 +65,12 @@ def clears_floor(scores: Sequence[float], floor: float) -> bool:
     return all(s >= floor for s in scores)
 
 
-def rule_key(rule: SelectionRule, scores: Sequence[float], floor: float) -> tuple[float, ...]:
-    """Sort key of a score vector under ``rule`` (higher is better)."""
+def rule_key(
+    rule: SelectionRule, scores: Sequence[float], floor: float, clears: bool | None = None
+) -> tuple[float, ...]:
+    """Sort key of a score vector under ``rule`` (higher is better). ``clears`` says
+    whether the candidate clears the floor for every agent as the protocol reads it (the
+    unrounded scores, a fault never clearing it); without it, read from ``scores``."""
     if rule == "maximin":
         return (min(scores),)
     if rule == "leximin":
@@ -68,23 +78,37 @@ def rule_key(rule: SelectionRule, scores: Sequence[float], floor: float) -> tupl
     if rule == "nash":
         return (round(math.prod(scores), DIGITS), min(scores))
     if rule == "utilitarian":
-        if clears_floor(scores, floor):
+        if clears_floor(scores, floor) if clears is None else clears:
             return (1.0, round(sum(scores), DIGITS))
         return (0.0, min(scores))
     raise ConfigError(f"unknown selection rule {rule!r}", field="rule")
 
 
 def select(
-    candidates: Sequence[tuple[str, Sequence[float]]], rule: SelectionRule, floor: float
+    candidates: Sequence[tuple[str, Sequence[float]]],
+    rule: SelectionRule,
+    floor: float,
+    clears: Collection[str] | None = None,
 ) -> tuple[str, str | None]:
-    """The best candidate under ``rule`` (earliest wins ties) and a note on the tie, if any."""
+    """The best candidate under ``rule`` and a note on the tie, if any: on a tie, the
+    earliest that clears the floor for every agent (``clears``: the ids of those that do,
+    as the protocol reads the floor), else the earliest."""
     if not candidates:
         raise InputError("no candidate to select from")
-    keys = [rule_key(rule, scores, floor) for _, scores in candidates]
+    keys = [
+        rule_key(rule, scores, floor, None if clears is None else cid in clears)
+        for cid, scores in candidates
+    ]
     best = max(keys)
     tied = [cid for (cid, _), key in zip(candidates, keys, strict=True) if key == best]
     if len(tied) == 1:
         return tied[0], None
+    clearing = [cid for cid in tied if clears is not None and cid in clears]
+    if clearing and len(clearing) < len(tied):
+        return clearing[0], (
+            f"tie under {rule} between {', '.join(tied)}; {clearing[0]}, the earliest tabled "
+            "candidate that clears the floor for every agent, is chosen"
+        )
     note = f"tie under {rule} between {', '.join(tied)}; the earliest tabled candidate {tied[0]} is chosen"
     return tied[0], note
 

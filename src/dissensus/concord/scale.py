@@ -23,6 +23,11 @@ Choices this module makes:
   score callable over a NumPy array returns NumPy numbers, and those are numbers. One
   beyond the range of a float (``10**400``) is read as an infinity, so it is out of
   range (a fault of that evaluation), never an ``OverflowError`` out of the run.
+* **A fault message is one line** (:func:`fault_line`, :func:`exception_line`): the
+  text of an exception an agent raised, or of a :class:`ScoreFault` it answered, has
+  its line breaks and runs of white space read as one space and is cut to 500
+  characters (a model client's error may hold a whole response body); an exception
+  whose own message raises is named by its type, never an error out of the run.
 * **A score below the floor is never shown as the floor** (:func:`below_floor`,
   :func:`gap_text`: the reason of a pipeline's CONCORD step, ``dissensus negotiate``'s
   human output): two decimals, or as many digits as tell it from the floor, and a gap
@@ -39,6 +44,8 @@ __all__ = [
     "below_floor",
     "brief",
     "check_anchors",
+    "exception_line",
+    "fault_line",
     "gap_text",
     "in_range",
     "ratio",
@@ -75,6 +82,27 @@ def brief(value: object, limit: int = 200) -> str:
     except Exception:  # any repr that fails (too many digits, a broken __repr__)
         return f"<{type(value).__name__}>"
     return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
+FAULT_LIMIT = 500
+"""Most characters a fault message keeps (an exception's text may be a whole page)."""
+
+
+def fault_line(text: str, limit: int = FAULT_LIMIT) -> str:
+    """``text`` as one line of a fault message: runs of white space (line breaks
+    included) as one space, cut to ``limit`` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else f"{line[: limit - 1]}…"
+
+
+def exception_line(exc: BaseException) -> str:
+    """``Type: message`` of an exception an agent raised, as one fault line; an exception
+    whose message cannot be read (a ``__str__`` that raises) is named by its type."""
+    try:
+        said = str(exc)
+    except Exception:  # agent code: its exception may be as broken as its answer
+        said = "(its message could not be read)"
+    return fault_line(f"{type(exc).__name__}: {said}")
 
 
 def check_anchors(rejected: float, ideal: float) -> str | None:

@@ -19,8 +19,9 @@ stops at the first violated property, which it names:
    bottleneck of every repair round (with its tie-break), the author and round of every
    repair, and the final leader equal to ``selected``; every call the record shows
    answered in exactly one way (each opening proposer, every covered agent, and each
-   round's bottleneck: a candidate, a pass note, a merge note or a fault of its phase,
-   none only in the round a run stopped in); every faulted score of a calibrated agent
+   round's bottleneck: a candidate, a pass note, a merge note naming a candidate tabled
+   by then (never one of a later round) or a fault of its phase, none only in the round
+   a run stopped in); every faulted score of a calibrated agent
    matched by its trajectory fault (one per outcome, or one for a call that failed as a
    whole) and no other score fault, and none for an uncalibrated agent, never asked;
 7. ``margin``: every replacement of the leader is a strict improvement of the worst-off
@@ -342,7 +343,9 @@ def _check_replay(cert: Certificate) -> None:
     if steps[0].round != 1:
         raise _fail("selection", "the trajectory does not open with round 1")
     eligible = [(c.id, v) for c in opening if (v := vecs[c.id]) is not None]
-    leader = ref_select(eligible, rule, floor) if eligible else None
+    # what the rule reads as clearing the floor: the unrounded scores, a fault never
+    clearing = {c.id for c in cert.candidates if _clears(cert, c)}
+    leader = ref_select(eligible, rule, floor, clearing) if eligible else None
     first = steps[0]
     if (first.improvement, first.bottleneck, first.candidate, first.accepted) != (None,) * 4:
         raise _fail("selection", "round 1 (the opening) records a repair")
@@ -397,7 +400,7 @@ def _check_replay(cert: Certificate) -> None:
                     and (v := vecs[c.id]) is not None
                     and ref_accepts(lead_worst, min(v), margin)
                 ]
-                new_leader = ref_select(qualified, rule, floor) if qualified else leader
+                new_leader = ref_select(qualified, rule, floor, clearing) if qualified else leader
                 if step.accepted != (new_leader == cand.id):
                     raise _fail(
                         "margin",
@@ -452,9 +455,11 @@ def _check_outcomes(cert: Certificate) -> None:
                 raise _fail("selection", f"round {step.round}: a repair fault of another agent")
         phase = "propose" if step.round == 1 else "repair"
         for agent in askees:
+            # a merge names a candidate tabled by then: never one of a later round
             merges = [
                 f"{agent} proposed {c.id}, already tabled by {c.author}; merged"
                 for c in cert.candidates
+                if c.round <= step.round
             ]
             answers = (
                 sum(1 for c in cands if c.author == agent)
