@@ -754,6 +754,25 @@ def test_route_out_dash_writes_the_records_alone(tmp_path: Path) -> None:
     assert not (tmp_path / "-").exists()
 
 
+@pytest.mark.parametrize("command", ["decide", "runs resume"])
+def test_decide_output_dash_writes_the_records_alone(tmp_path: Path, command: str) -> None:
+    """``decide --output -`` and ``runs resume --output -`` write the records on standard
+    output, as ``--json`` does, no summary after them (they printed the summary and no
+    record), and no file called ``-``."""
+    journal = tmp_path / "j.sqlite"
+    args: list[Any] = ["decide", SWAP, "--similarity", "tfidf", "--journal", journal]
+    if command == "runs resume":
+        first = cli(*args, "--run-id", "r1", cwd=tmp_path)
+        assert first.code == 0, first.err
+        args = ["runs", "resume", "r1", "--journal", journal]
+    res = cli(*args, "--output", "-", cwd=tmp_path)
+    assert res.code == 0, res.err
+    lines = res.out.splitlines()
+    assert len(lines) == 150, res.out[-400:]
+    assert [json.loads(line)["line"] for line in lines] == list(range(1, 151))
+    assert not (tmp_path / "-").exists()
+
+
 def test_a_reject_line_escapes_the_file_name(tmp_path: Path) -> None:
     """A file named with an escape sequence or a newline: its reject lines are one line
     each, the name escaped, as every other message shows a name."""

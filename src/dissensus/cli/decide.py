@@ -396,6 +396,9 @@ def run_and_report(
     from dissensus.pipeline.review import resolved_records
     from dissensus.store.errors import JournalDamaged, JournalError, JournalReadOnly
 
+    # ``--output -`` is standard output as the records' destination: ``--json``, the
+    # records alone, no summary after them (as ``route --out -``).
+    json_out = json_out or output == "-"
     # Only the cases a human resolved are held (their records replace the pipeline's).
     resolved = resolved_records(journal, run_id)
     replayed = journal.get(run_id, "run/finished") is not None  # no new case: no watch
