@@ -59,7 +59,7 @@ from dissensus.concord.protocol import Negotiation
 from dissensus.concord.rules import SelectionRule
 from dissensus.concord.scale import check_anchors
 from dissensus.errors import ConfigError, field_path
-from dissensus.io.yamlfile import load_yaml_text, read_text_file, yaml_line_of
+from dissensus.io.yamlfile import load_yaml_text, read_text_file, with_field_line
 from dissensus.quoting import missing_misspelt, misspelling
 
 __all__ = [
@@ -273,22 +273,12 @@ def with_line(
     naming a line already, or a subclass. A field naming an agent by its id
     (``agents.<id>.anchors``, a run-time error) is looked up by the agent's place in
     ``agents`` (the problem's ids, in order)."""
-    if type(exc) is not ConfigError or exc.file != file or not exc.field or exc.line:
-        return exc
-    if text is None:
-        try:
-            text = read_text_file(file, what="problem file")
-        except ConfigError:
-            return exc
-    where = exc.field
+    where = exc.field or ""
     head, _, rest = where.partition(".")
     name, dot, tail = rest.partition(".")
     if head == "agents" and dot and not name.isdigit() and name in agents:
         where = f"agents.{list(agents).index(name)}.{tail}"
-    line = yaml_line_of(text, where)
-    if line is None:
-        return exc
-    return ConfigError(exc.message, file=exc.file, field=exc.field, line=line)
+    return with_field_line(exc, file, text, what="problem file", where=where)
 
 
 def _relative_model(spec: str, base: Path) -> str:

@@ -57,6 +57,7 @@ __all__ = [
     "load_yaml_text",
     "read_file_bytes",
     "read_text_file",
+    "with_field_line",
     "yaml_line_of",
 ]
 
@@ -323,3 +324,29 @@ def _refused_character(text: str, exc: yaml.reader.ReaderError) -> str:
 def load_yaml_file(path: str | Path, *, what: str = "file") -> Any:
     """Read and parse a YAML configuration file (UTF-8, bounded, no duplicate keys)."""
     return load_yaml_text(read_text_file(path, what=what), file=str(path))
+
+
+def with_field_line(
+    exc: ConfigError,
+    file: str,
+    text: str | None,
+    *,
+    what: str,
+    where: str | None = None,
+) -> ConfigError:
+    """``exc`` naming the line of the YAML file ``file`` its field is written on
+    (:func:`yaml_line_of` of ``where``, the field as the file writes it, by default the
+    error's own; ``text``: the file's text, read again when not given, ``what`` naming
+    it then), or ``exc`` itself: one about another file or without a field, one naming a
+    line already, or a subclass (which callers tell apart by its type)."""
+    if type(exc) is not ConfigError or exc.file != file or not exc.field or exc.line:
+        return exc
+    if text is None:
+        try:
+            text = read_text_file(file, what=what)
+        except ConfigError:
+            return exc
+    line = yaml_line_of(text, where or exc.field)
+    if line is None:
+        return exc
+    return ConfigError(exc.message, file=exc.file, field=exc.field, line=line)

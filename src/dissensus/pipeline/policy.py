@@ -99,7 +99,7 @@ from pydantic import (
 
 from dissensus.errors import ConfigError
 from dissensus.families import decision_form
-from dissensus.io.yamlfile import load_yaml_text, read_text_file, yaml_line_of
+from dissensus.io.yamlfile import load_yaml_text, read_text_file, with_field_line
 from dissensus.quoting import missing_misspelt
 from dissensus.signals import MarkerLexicon
 from dissensus.types import JsonObject
@@ -750,20 +750,9 @@ def load_policy(
 
 def with_line(exc: ConfigError, file: str, text: str | None = None) -> ConfigError:
     """``exc`` naming the line of the policy file ``file`` its field is written on
-    (:func:`~dissensus.io.yamlfile.yaml_line_of`; ``text``: the file's text, read again
-    when not given), or ``exc`` itself: one about another file or no field, one that
-    names a line already, or a subclass (which callers tell apart by its type)."""
-    if type(exc) is not ConfigError or exc.file != file or not exc.field or exc.line:
-        return exc
-    if text is None:
-        try:
-            text = read_text_file(file, what="policy")
-        except ConfigError:
-            return exc
-    line = yaml_line_of(text, exc.field)
-    if line is None:
-        return exc
-    return ConfigError(exc.message, file=exc.file, field=exc.field, line=line)
+    (:func:`~dissensus.io.yamlfile.with_field_line`; ``text``: the file's text, read again
+    when not given), or ``exc`` itself."""
+    return with_field_line(exc, file, text, what="policy")
 
 
 def with_model_files_under(policy: Policy, base: Path, *, file: str | None = None) -> Policy:
