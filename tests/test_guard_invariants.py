@@ -610,3 +610,23 @@ def test_a_weighted_tie_goes_to_the_posterior_then_the_smallest_answer(
     best = max(d.probabilities[a] for a in leaders)
     assert d.answer == min(a for a in leaders if d.probabilities[a] == best)
     assert ("tie broken by the calibrated posterior" in d.reason) == d.tie
+
+
+@given(evidenced_votes(), st.integers(0, 6), st.sampled_from(["none", "zero", "unmeasured"]))
+def test_beta_zero_needs_no_measured_beta_star(votes: list[Vote], which: int, cal: str) -> None:
+    """At beta 0 nothing is weighted, so invariant 3 holds whatever beta* is: without a
+    calibration, with beta* = 0 or with beta* not measured, a named verifier is not
+    consulted while invariants 1 and 2 hold (a calibration that measured beta* = 0 sent
+    every beta-0 case to the verifier, a calibration allowing weighting none)."""
+    base = CALIBRATIONS[0]
+    calibration = {
+        "none": None,
+        "zero": base.model_copy(update={"beta_star": 0.0}),
+        "unmeasured": base.model_copy(update={"beta_star": None}),
+    }[cal]
+    named = votes[which % len(votes)].agent
+    d = guard_votes(votes, calibration, beta=0.0, verifier=named)
+    assert d.invariants[2].holds, d.invariants[2]
+    if d.invariants[0].holds and d.invariants[1].holds:
+        assert d.mode == "majority" and d.verifier is None, d.reason
+    assert d.refusal is None

@@ -46,9 +46,11 @@ Choices this module makes:
   majority's answer is vetoed and the verifier's stands. A recommended verifier
   (calibration) is used only with ``use_recommended_verifier`` (default on); an
   explicitly named one always, when it voted.
-* ``beta = 0`` asks for no weighting: no refusal is recorded. The case is decided by
-  unweighted majority, or by the verifier when an invariant failed (a verifier is the
-  fallback of a failed invariant, never consulted while all three hold).
+* ``beta = 0`` asks for no weighting: no refusal is recorded, and invariant 3 holds
+  (nothing to bound, whatever beta* is or whether it was measured). The case is decided
+  by unweighted majority, or by the verifier when invariant 1 or 2 failed (a verifier is
+  the fallback of a failed invariant, never consulted while all three hold): a
+  calibration that measured beta* = 0 no longer sends a beta-0 case to its verifier.
 * One agent, one vote: votes are a sequence of :class:`~dissensus.types.Vote` whose
   agents are distinct (as :class:`~dissensus.types.VoteCase` and a panel require); an
   agent voting twice, or anything that is not a vote, is an :class:`InputError` naming
@@ -285,6 +287,19 @@ def _check_fallback(votes: Sequence[Vote], settings: GuardThresholds) -> Invaria
 
 def _check_beta(beta: float, calibration: ReliabilityFit | None) -> InvariantCheck:
     name = "the weighting is bounded by a measured beta*"
+    if beta == 0:
+        # No weighting asked: nothing to bound, whatever beta* is (or whether it was
+        # measured), so the verifier is consulted only when invariant 1 or 2 fails.
+        return _check(
+            3,
+            name,
+            True,
+            "beta 0: no consensus weighting asked, nothing to bound",
+            {
+                "beta_requested": beta,
+                "beta_star": calibration.beta_star if calibration is not None else None,
+            },
+        )
     if calibration is None:
         return _check(
             3,
