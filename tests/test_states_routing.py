@@ -424,6 +424,36 @@ def test_a_boolean_equality_and_a_number_range_are_not_exclusive() -> None:
         RuleSet.from_dict(rules)
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("meta.score < 1", "not (meta.score < true)"),
+        ("meta.score >= 0", "not (meta.score >= false)"),
+    ],
+)
+def test_a_negated_boolean_order_is_not_the_negation_of_a_number_order(
+    first: str, second: str
+) -> None:
+    """``x < true`` never holds (a number is never ordered against a boolean), so
+    ``not (x < true)`` always does: it is not the negation of ``x < 1``, though
+    ``true == 1``, and the pair can both hold; refused at load, not a conflict mid-run."""
+    rules = {
+        "rules": [
+            {"id": "low", "condition": first, "action": "escalate"},
+            {"id": "notlow", "condition": second, "action": "auto"},
+        ]
+    }
+    with pytest.raises(ConfigError, match=r"'low' .* and 'notlow' .* can both hold"):
+        RuleSet.from_dict(rules)
+    same = {
+        "rules": [
+            {"id": "low", "condition": "meta.score < 1", "action": "escalate"},
+            {"id": "notlow", "condition": "not (meta.score < 1.0)", "action": "auto"},
+        ]
+    }
+    RuleSet.from_dict(same)  # 1 and 1.0 are the same bound: exclusive as before
+
+
 # --- determinism ------------------------------------------------------------------------
 
 CONDITIONS = [

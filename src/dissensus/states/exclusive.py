@@ -26,6 +26,7 @@ claimed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from dissensus.states.conditions import (
@@ -104,14 +105,27 @@ def _atoms_exclusive(a: Cmp, b: Cmp) -> bool:
     return False
 
 
+def _same(a: object, b: object) -> bool:
+    """Whether two conditions (or their parts) are the same condition: structural
+    equality, but a boolean literal is never the same as a number (``true == 1`` in
+    Python, yet ``x < true`` never holds where ``x < 1`` may)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if dataclasses.is_dataclass(a) and not isinstance(a, type) and type(a) is type(b):
+        return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
 def _pair_exclusive(a: Node, b: Node) -> bool:
     if isinstance(a, Const) and not a.value:
         return True
     if isinstance(b, Const) and not b.value:
         return True
-    if isinstance(a, Not) and a.item == b:
+    if isinstance(a, Not) and _same(a.item, b):
         return True
-    if isinstance(b, Not) and b.item == a:
+    if isinstance(b, Not) and _same(b.item, a):
         return True
     if isinstance(a, Cmp) and isinstance(b, Cmp):
         return _atoms_exclusive(a, b)
