@@ -63,3 +63,20 @@ def test_an_agents_module_and_its_run_time_anchors_name_their_lines(tmp_path: Pa
     result = cli("negotiate", path)
     assert result.code == 2
     assert "'agents.z.anchors'" in result.err and result.err.rstrip().endswith("(line 10)")
+
+
+@pytest.mark.parametrize("agent", ["0", "7", "db.primary"])
+def test_run_time_anchors_of_an_agent_named_by_digits_or_dots_name_its_line(
+    tmp_path: Path, agent: str
+) -> None:
+    """A run-time error names the agent by its id: an id of digits is not read as a place
+    in ``agents`` (``agents.0.anchors`` of agent '0' listed third), nor is an id holding
+    a dot cut at it; the line is the agent's own."""
+    (tmp_path / "fnmod.py").write_text("def flat(o, v):\n    return 1.0\n", encoding="utf-8")
+    path = tmp_path / "problem.yaml"
+    text = BASE + f'  - id: "{agent}"\n    kind: function\n    score: "fnmod:flat"\n'
+    path.write_text(text, encoding="utf-8")
+    result = cli("negotiate", path)
+    assert result.code == 2
+    assert f"'agents.{agent}.anchors'" in result.err
+    assert result.err.rstrip().endswith("(line 10)"), result.err

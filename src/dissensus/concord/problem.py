@@ -275,9 +275,13 @@ def with_line(
     ``agents`` (the problem's ids, in order)."""
     where = exc.field or ""
     head, _, rest = where.partition(".")
-    name, dot, tail = rest.partition(".")
-    if head == "agents" and dot and not name.isdigit() and name in agents:
-        where = f"agents.{list(agents).index(name)}.{tail}"
+    if head == "agents" and agents:
+        # ``agents`` is given only for a run-time error, whose field names the agent by
+        # its id: that id, which may be all digits or hold dots (the longest that fits).
+        ids = [a for a in agents if rest.startswith(a + ".")]
+        if ids:
+            name = max(ids, key=len)
+            where = f"agents.{list(agents).index(name)}.{rest[len(name) + 1 :]}"
     return with_field_line(exc, file, text, what="problem file", where=where)
 
 
