@@ -18,7 +18,7 @@ from dissensus.concord.agent import Outcome
 from dissensus.concord.problem import load_problem, parse_problem
 from dissensus.errors import ConfigError
 
-INVISIBLE = ["\u200b", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u202e", "\ufe0f"]
+INVISIBLE = ["\u200b", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u202e", "\ufe0f", "\u2800"]
 
 
 def _problem(first: str, second: str) -> dict[str, object]:
@@ -59,7 +59,7 @@ def test_an_agent_id_that_reads_as_another_is_refused(
     assert caught.value.field == "agents.1.id" and "reads as" in caught.value.message
 
 
-@pytest.mark.parametrize("blank", [" ", "\u200b", "\u3000", "\u200b \ufeff"])
+@pytest.mark.parametrize("blank", [" ", "\u200b", "\u3000", "\u200b \ufeff", "\u2800"])
 def test_an_agent_id_that_shows_as_nothing_is_refused(blank: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_problem(_problem("x", blank))
@@ -106,3 +106,35 @@ def test_an_option_id_that_reads_as_another_names_its_line(tmp_path: Path) -> No
     with pytest.raises(ConfigError) as anchor:
         load_problem(path)
     assert anchor.value.field == "options.1.id" and "anchors.rejected" in anchor.value.message
+
+
+@pytest.mark.parametrize("alike", ["\uff21", "A\u200b", "A\u2800"])
+def test_a_proposed_id_that_reads_as_a_tabled_one_is_not_a_second_plan_of_that_name(
+    alike: str,
+) -> None:
+    """An id an agent proposes at run time that reads as a tabled candidate's (fullwidth
+    ``Ａ``, ``A`` with an invisible mark) is that candidate's: the same text merges into
+    it, another text is renamed ``C<k>``; no certificate names two plans alike."""
+    from dissensus.concord import FunctionAgent
+    from dissensus.concord.controls import same_name
+
+    def score(outcome: Outcome, view: object) -> float:
+        return {"R0": 0.0, "I0": 10.0}.get(outcome.id or "", 9.0)
+
+    for text, merged in (("plan a", True), ("plan b", False)):
+        proposal = Outcome(id=alike, text=text)
+        agents = [
+            TableAgent("x", {"R0": 0, "I0": 10, "A": 8}),
+            FunctionAgent("y", score, propose=lambda view, p=proposal: p),
+        ]
+        cert = negotiate_sync(
+            agents,
+            rejected=Outcome(id="R0", text="no"),
+            ideal=Outcome(id="I0", text="yes"),
+            options=[Outcome(id="A", text="plan a")],
+            floor=0.5,
+        )
+        ids = [c.id for c in cert.candidates]
+        assert len({same_name(i) for i in ids}) == len(ids), ids
+        assert alike not in ids
+        assert (len(ids) == 1) is merged, ids

@@ -90,10 +90,11 @@ def model_family(name: str) -> str:
 
 
 _IGNORABLE = re.compile(
-    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0\U000e0000-\U000e0fff]"
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164\ufe00-\ufe0f\uffa0\U000e0000-\U000e0fff]"
 )
 """The default-ignorable characters that are neither controls nor format characters
-(the combining grapheme joiner, Hangul fillers, variation selectors, the tag block)."""
+(the combining grapheme joiner, Hangul fillers, variation selectors, the tag block), and
+the braille blank, which shows as nothing too (:data:`_FILLERS`)."""
 
 _UNSEEN = frozenset({"Cc", "Cf", "Zl", "Zp"})
 

@@ -116,7 +116,7 @@ from dissensus.concord.agent import (
     ScoreFault,
 )
 from dissensus.concord.bounds import compute_bound
-from dissensus.concord.controls import check_arguments, check_controls
+from dissensus.concord.controls import check_arguments, check_controls, same_name
 from dissensus.concord.record import (
     AgentScore,
     Anchors,
@@ -452,8 +452,14 @@ class Negotiation:
     ) -> _Cand | None:
         """Add ``outcome`` as a candidate; ``None`` when it merged into an existing one."""
         taken = {c.id for c in self._cands} | {self._rejected.id, self._ideal.id}
-        # a blank id ("", "  ") is no id: the candidate is named C<k>
-        cid = outcome.id if outcome.id is not None and outcome.id.strip() else None
+        # a blank id ("", "  ", or one that shows as nothing) is no id: named C<k>; an id
+        # that reads as a taken one (fullwidth, an invisible mark) is that one: merged
+        # when it is its text, else renamed C<k>, never a second plan of the same name
+        cid = outcome.id if outcome.id is not None and same_name(outcome.id) else None
+        if cid is not None and cid not in taken:
+            seen = same_name(cid)
+            named = sorted(t for t in taken if t is not None)
+            cid = next((t for t in named if same_name(t) == seen), cid)
         adopted = False
         if cid is None:
             # No id, the text of a pool option: that option (which table agents score by
