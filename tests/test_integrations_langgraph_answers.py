@@ -387,7 +387,7 @@ def test_a_refused_answer_is_not_tried_when_the_graph_is_resumed_with_none(
     for _ in range(2):
         out = app.invoke(None, config)
         assert "__interrupt__" in out, out.get("dissensus")
-        assert "this answer was refused before" in out["__interrupt__"][0].value["error"]
+        assert "the last answer was not applied" in out["__interrupt__"][0].value["error"]
     assert _resolutions(path, value["review_id"]) == []
     out = app.invoke(_resume(_answer(value, "2", "kim's new answer")), config)
     assert out["dissensus"]["resolution"] == {
@@ -403,7 +403,7 @@ def test_the_refused_answer_sent_again_is_that_answer(tmp_path: Path) -> None:
     app, config, value, path = _refused_then_released(tmp_path, "t-same", by_id=False)
     again = app.invoke(_resume(_answer(value, "1", "kim's answer, refused")), config)
     assert "__interrupt__" in again, again.get("dissensus")
-    assert "this answer was refused before" in again["__interrupt__"][0].value["error"]
+    assert "the last answer was not applied" in again["__interrupt__"][0].value["error"]
     assert _resolutions(path, value["review_id"]) == []
 
 

@@ -176,12 +176,13 @@ _CONFIG_KEY_RESUME_MAP = "__pregel_resume_map"
 """Where LangGraph puts the answers of a ``Command(resume={interrupt_id: value})``."""
 
 REPLAYED = (
-    "this answer was refused before and is not tried again (an answer refused once never "
-    "resolves the case; the same answer sent again is that answer): send a new answer"
+    "the last answer was not applied and is not tried again (it was refused, or its try "
+    "failed on the journal in a process since stopped; an answer refused once never "
+    "resolves the case): send a new answer, or send it again by interrupt id"
 )
 """The ``error`` of a request asked again when the graph was resumed with no new answer
-(``invoke(None, config)``), or with the refused answer again, after its answer had been
-refused."""
+(``invoke(None, config)``), or with the last answer again, after that answer had been
+refused, or its try had failed in another process (which this one cannot tell apart)."""
 
 _NONE = object()
 """No answer (``None`` is no answer LangGraph hands back, but a value all the same)."""
