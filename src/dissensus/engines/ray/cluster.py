@@ -139,9 +139,11 @@ def ensure_ray(options: RayOptions) -> int:
             if own is None or exc.code != signal.SIGTERM:
                 raise
             _shutdown(ray)
+            # The program's own handler back in place (Ray's would exit again), then it
+            # has its say: the command line's raises its interrupt; a library caller's
+            # may note the signal and return.
+            signal.signal(signal.SIGTERM, own)
             if callable(own):
-                # The program's own handler has its say (the command line's raises its
-                # interrupt; a library caller's may note the signal and return).
                 own(signal.SIGTERM, None)
             raise KeyboardInterrupt(signal.SIGTERM.name) from None
         except (ConnectionError, ValueError) as exc:
