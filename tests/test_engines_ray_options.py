@@ -80,32 +80,6 @@ def test_a_few_more_workers_than_cpus_start_a_local_instance(
         cluster.ensure_ray(RayOptions(workers=17))
 
 
-def test_a_sigterm_while_ray_starts_reaches_the_programs_own_handler(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Ray's SIGTERM handler ends ``ray.init`` with ``SystemExit(15)``; the program's own
-    handler is then called with the signal (a library's may note it and return), and the
-    start is an interrupt, not an exit."""
-    import signal
-
-    ray = pytest.importorskip("ray")
-    seen: list[int] = []
-
-    def init(*args: Any, **kwargs: Any) -> None:
-        raise SystemExit(signal.SIGTERM)
-
-    monkeypatch.setattr(ray, "init", init)
-    monkeypatch.setattr(ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(ray, "shutdown", lambda: None)
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
-    try:
-        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
-            cluster.ensure_ray(RayOptions(workers=1))
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    assert seen == [signal.SIGTERM]
-
-
 @pytest.mark.parametrize(
     ("options", "field"),
     [

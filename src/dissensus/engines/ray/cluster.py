@@ -4,7 +4,7 @@ cluster joined or a local instance started (:func:`ensure_ray`: the cluster addr
 ``--ray-address`` or else ``$RAY_ADDRESS`` as Ray reads it, probed first, the program's SIGTERM handler kept (also while ``ray.init`` runs: a
 SIGTERM then is an interrupt, not Ray's exit 15), ``--workers`` checked against the
 cluster's CPUs, or :data:`LOCAL_WORKERS_PER_CPU` times this machine's before a local
-instance is started; a SIGTERM while ``ray.init`` runs handed to the program's own handler), and the static
+instance is started), and the static
 similarity table distilled before any worker starts. :class:`RayOptions` refuses what
 the command line refuses (workers or lines a block below 1, an empty address) where it
 is made, so a library caller gets the same one-line error."""
@@ -139,12 +139,6 @@ def ensure_ray(options: RayOptions) -> int:
             if own is None or exc.code != signal.SIGTERM:
                 raise
             _shutdown(ray)
-            # The program's own handler back in place (Ray's would exit again), then it
-            # has its say: the command line's raises its interrupt; a library caller's
-            # may note the signal and return.
-            signal.signal(signal.SIGTERM, own)
-            if callable(own):
-                own(signal.SIGTERM, None)
             raise KeyboardInterrupt(signal.SIGTERM.name) from None
         except (ConnectionError, ValueError) as exc:
             # No cluster at that address, or an address this installation cannot use
