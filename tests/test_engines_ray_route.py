@@ -59,3 +59,34 @@ def test_ray_route_reads_an_input_named_by_a_relative_path(
     ray_out = _route("in.jsonl", "--engine", "ray", "--workers", "2")
     assert ray_out.exit_code == 0, ray_out.output
     assert ray_out.stdout == local.stdout
+
+
+def test_ray_route_reads_a_named_pipe_and_keeps_the_rejects_in_line(
+    ray_instance: Any, tmp_path: Path
+) -> None:
+    """A named pipe is read once, by the driver, as standard input is: its records and
+    rejects are a local run's (it was taken for a missing file after ``--rejects`` had
+    been emptied)."""
+    import os
+    import threading
+
+    path = tmp_path / "in.jsonl"
+    _panels(path, [])
+    text = path.read_text(encoding="utf-8") + "not json\n"
+    path.write_text(text, encoding="utf-8")
+    local_rejects = tmp_path / "local.rejects.jsonl"
+    local = _route(str(path), "--rejects", str(local_rejects))
+    assert local.exit_code == 3, local.output
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=lambda: pipe.write_text(text, encoding="utf-8"), daemon=True)
+    writer.start()
+    rejects = tmp_path / "rejects.jsonl"
+    ray_out = _route(str(pipe), "--engine", "ray", "--workers", "2", "--rejects", str(rejects))
+    writer.join(timeout=30)
+    assert ray_out.exit_code == 3, ray_out.output
+    assert ray_out.stdout == local.stdout
+    assert len(ray_out.stdout.splitlines()) == 12
+    local_lines = [json.loads(x) for x in local_rejects.read_text(encoding="utf-8").splitlines()]
+    ray_lines = [json.loads(x) for x in rejects.read_text(encoding="utf-8").splitlines()]
+    assert [r["line"] for r in ray_lines] == [r["line"] for r in local_lines] == [13]

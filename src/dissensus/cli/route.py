@@ -25,6 +25,9 @@ Choices this module makes:
 * Both open their input before ``--rejects`` (:func:`~dissensus.cli.common.open_input`):
   an input refused whole (gzip or UTF-16 piped in, or from a named pipe) leaves the
   rejects file of an earlier run as it was.
+* ``--engine ray`` reads a named pipe as it reads standard input: this process reads it
+  whole and sends the lines to the workers (a pipe can be read once, by one reader); a
+  regular file is read by the workers themselves.
 """
 
 from __future__ import annotations
@@ -132,6 +135,14 @@ def _panels(handle: IO[str], path: str, sink: RejectSink) -> Iterator[tuple[int,
         ) from None
     except OSError as exc:
         raise InputError(f"cannot read {name}: {exc.strerror or exc}") from None
+
+
+def _regular_file(path: str) -> bool:
+    """Whether ``path`` names a regular file (checked already to be a file or a pipe)."""
+    import stat
+    from pathlib import Path
+
+    return path != "-" and stat.S_ISREG(Path(path).stat().st_mode)
 
 
 def _backend(similarity: str, no_cache: bool, allow_code: bool) -> SimilarityBackend:
@@ -290,9 +301,12 @@ def route_command(
     gc.freeze()
     with ExitStack() as stack:
         # The input first: one refused whole (gzip piped in) leaves --rejects as it was.
-        # Ray reads a file itself (standard input is only looked at here).
+        # Ray's workers read a regular file themselves; standard input and a named pipe
+        # can be read once only, by this process, which sends their lines.
         source = (
-            stack.enter_context(open_input(panels)) if engine != "ray" or panels == "-" else None
+            stack.enter_context(open_input(panels))
+            if engine != "ray" or not _regular_file(panels)
+            else None
         )
         sink = stack.enter_context(reject_sink(rejects))
         if out is not None and out != "-":
@@ -316,6 +330,7 @@ def route_command(
                 with_matrix=matrix,
                 keep_rows=0 if json_out else show,
                 options=RayOptions(address=ray_address, workers=workers),
+                source=source,
             )
         else:
             assert source is not None

@@ -137,9 +137,12 @@ def route_ray(
     with_matrix: bool = False,
     keep_rows: int = 0,
     options: RayOptions | None = None,
+    source: IO[str] | None = None,
 ) -> Any:
     """Route every panel of ``path`` on Ray; the same records and rejects as a local run.
 
+    ``source``: ``path`` already opened, for an input the workers cannot read themselves
+    (standard input, a named pipe): the driver reads it whole and sends its lines.
     Returns a :class:`dissensus.states.stream.RouteTally`.
     """
     import pickle
@@ -147,8 +150,11 @@ def route_ray(
     from dissensus.states.stream import RouteTally
 
     opts = options or RayOptions()
-    if path == "-":
-        name = "-"  # as the local reader names standard input
+    if source is not None:
+        name = path  # standard input is ``-``, as the local reader names it
+        blocks = plan_text_blocks(list(bounded_lines(source)), opts.lines_per_block)
+    elif path == "-":
+        name = "-"
         with open_text("-") as stdin:  # surrogateescape, as the local reader
             blocks = plan_text_blocks(list(bounded_lines(stdin)), opts.lines_per_block)
     else:
