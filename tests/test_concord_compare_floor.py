@@ -147,3 +147,46 @@ def test_a_failing_row_never_shows_its_worst_off_at_the_floor(tmp_path: Path) ->
     assert len(failing) == 4, done.out
     for line in failing:
         assert "0.69999999999996" in line and "0.70 " not in line, line
+
+
+class _Unreadable(RuntimeError):
+    def __str__(self) -> str:
+        raise ValueError("no message")
+
+
+class _Failing(TableAgent):
+    """Scores the anchors as its table says; raises ``error`` on anything else."""
+
+    def __init__(self, name: str, table: dict[str, float], error: BaseException) -> None:
+        super().__init__(name, table)
+        self.error = error
+
+    async def score(self, outcomes, view):  # type: ignore[no-untyped-def]
+        if any(o.id == "written" for o in outcomes):
+            raise self.error
+        return await super().score(outcomes, view)
+
+
+@seed(20261205)
+@settings(max_examples=25, deadline=None)
+@given(st.text(min_size=0, max_size=3000))
+def test_a_scoring_fault_is_one_bounded_line_whatever_the_agent_raised(said: str) -> None:
+    """An exception's text (a whole page, line breaks, or a ``__str__`` that raises) is
+    kept as one line of at most 500 characters in the row's fault, as the protocol's."""
+    from dissensus.baselines.compare import score_outcome
+    from dissensus.concord.record import Fault
+
+    cert, _ = _cert({"t1": {"A": 8}, "t2": {"A": 9}}, floor=0.0)
+    agents = {
+        "t1": _Failing("t1", {"R0": 0, "I0": 10, "A": 8}, RuntimeError(said + "\n" * 3 + said)),
+        "t2": _Failing("t2", {"R0": 0, "I0": 10, "A": 9}, _Unreadable()),
+    }
+    faults: list[Fault] = []
+    scores = asyncio.run(score_outcome(agents, cert, "a written plan", faults))
+    assert scores == {"t1": 0.0, "t2": 0.0}
+    assert [f.agent for f in faults] == ["t1", "t2"]
+    for fault in faults:
+        assert len(fault.message) <= 500
+        assert "\n" not in fault.message
+    assert faults[0].message.startswith("RuntimeError")
+    assert faults[1].message.startswith("_Unreadable")

@@ -8,7 +8,9 @@ CONCORD row is the certificate itself. :func:`score_outcome` has every covered a
 score one extra outcome (an arbiter's written plan) and calibrates it against the
 anchors recorded in the certificate; those calls are outside the run's bound and a
 faulty or out-of-range answer counts 0, as in the protocol, and is recorded as a fault
-(in the row's ``note``), never silently. A score is any real number but a ``bool``, as
+(in the row's ``note``), never silently, as one line of at most 500 characters as the
+protocol's faults are (an exception's text or a message may be a whole page, or a
+``__str__`` that raises). A score is any real number but a ``bool``, as
 in the protocol (:func:`dissensus.concord.scale.real`): a NumPy number counts, an
 integer too large for a float is out of range, never an ``OverflowError``.
 
@@ -42,7 +44,15 @@ from dissensus.baselines.decision_rules import (
 )
 from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome, ScoreFault
 from dissensus.concord.record import Certificate, Fault
-from dissensus.concord.scale import DIGITS, brief, in_range, ratio, real
+from dissensus.concord.scale import (
+    DIGITS,
+    brief,
+    exception_line,
+    fault_line,
+    in_range,
+    ratio,
+    real,
+)
 
 __all__ = [
     "RULE_ORDER",
@@ -218,7 +228,7 @@ async def score_outcome(
         result[agent_id] = 0.0
         unrounded[agent_id] = None
         if faults is not None:
-            faults.append(Fault(agent=agent_id, phase="score", message=message))
+            faults.append(Fault(agent=agent_id, phase="score", message=fault_line(message)))
 
     for agent_id in cert.covered:
         anchors = cert.scores[agent_id].anchors
@@ -240,7 +250,7 @@ async def score_outcome(
         try:
             (raw,) = await agent.score([outcome], view)
         except (Exception, SystemExit) as exc:  # an agent's failure scores 0, as in the protocol
-            fault(agent_id, f"{type(exc).__name__}: {exc}")
+            fault(agent_id, exception_line(exc))
             continue
         if isinstance(raw, ScoreFault):  # the agent could not score the written plan
             fault(agent_id, raw.message)
