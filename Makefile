@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-ray test-soak lint bench eval clean
+.PHONY: setup demo test test-ray test-soak lint module-map bench eval clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,13 @@ lint: setup
 	$(VENV)/bin/ruff format --check src tests benchmarks evaluation examples
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache --no-logo
+	$(VENV)/bin/ruff check scripts
+	$(VENV)/bin/ruff format --check scripts
+
+# docs/modules.md: every module and the first sentence of its docstring (the suite
+# fails when it is stale; tests/test_module_map.py).
+module-map: setup
+	$(PY) scripts/module_map.py
 
 bench: setup
 	$(PY) benchmarks/run_all.py
