@@ -83,7 +83,7 @@ def _task_prompt(task: Task) -> str:
     if task.options:
         lines.append(quote_block("OPTIONS", {o.id: o.text for o in task.options}))
     if task.criteria:
-        lines.append("CRITERIA: " + "; ".join(task.criteria))
+        lines.append(quote_block("CRITERIA", list(task.criteria)))
     return "\n".join(lines)
 
 
