@@ -13,6 +13,10 @@ Pure: the workspace and the run's outcome in, a :class:`DecisionPacket` out.
 * **Reopen conditions**: the synthesis's list, plus one per open *blocking* objection
   on the selected option, plus, when the list would otherwise be empty, the score
   margin condition ("reopen if a re-score brings the runner-up within the margin").
+* **Mean scores**: an option's mean in the last round that scored it (an option
+  eliminated in round 1 keeps its round-1 mean; later rounds score finalists only), and
+  none for an option nobody scored (merged, dropped, or a stop before scoring), never
+  0.0; the margin reopen condition names a scored rival only.
 * **Next actions**: the synthesis's and the workspace's, de-duplicated; after an early
   stop, resuming the deliberation is the first action.
 """
@@ -61,9 +65,15 @@ def assemble_packet(
     usage: Usage,
     rounds: int,
     max_prompt_tokens: int,
+    last_means: Mapping[str, float] | None = None,
 ) -> DecisionPacket:
-    """Build the packet; never fails on a partial workspace."""
-    means = mean_scores(list(ws.options), ws.scores) if ws.scores else {}
+    """Build the packet; never fails on a partial workspace.
+
+    ``last_means``: each option's mean score in the last round that scored it (the
+    flow's record); the scores of the workspace (the last round's, perhaps partial)
+    take precedence for the options they score."""
+    scored = [o for o in ws.options if any(o in row for row in ws.scores.values())]
+    means = {**(last_means or {}), **mean_scores(scored, ws.scores)}
     chosen = _selected(ws, selected, path, synthesis, means, fallback, conv)
     objections = [
         Objection(

@@ -220,6 +220,8 @@ class _Run:
         self.detail: str | None = None
         self.rounds = 0
         self.means: dict[str, float] = {}
+        self.last_means: dict[str, float] = {}
+        """Each option's mean score in the last round that scored it (the packet's)."""
         self.recommends: dict[str, ActRecord] = {}
         self.conv: ConvergenceRecord | None = None
         self.fallback: CascadeResult | None = None
@@ -515,6 +517,9 @@ class _Run:
         for record in records:
             self.recommends[record.speaker] = record
         self.means = mean_scores(self.ws.live_options(), self.ws.scores)
+        for option_id, mean in self.means.items():
+            if any(option_id in row for row in self.ws.scores.values()):
+                self.last_means[option_id] = mean
         return dict(self.ws.scores)
 
     async def converge(self) -> None:
@@ -617,6 +622,7 @@ class _Run:
             usage=usage,
             rounds=self.rounds,
             max_prompt_tokens=max(((t.prompt_chars + 3) // 4 for t in self.trace), default=0),
+            last_means=self.last_means,
         )
 
 
