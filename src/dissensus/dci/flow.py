@@ -6,7 +6,9 @@
    canonicalised to ``max_options`` (:mod:`dissensus.dci.selection`): a proposal that
    names an earlier option merges into it, the task's own options never merge.
 3. **Challenge and ground**, 4. **revise / extend / admit**, 5. **score and compress**
-   to ``finalist_count``, 6. **convergence test** — looped at most ``max_rounds`` times;
+   to ``finalist_count`` (scores are independent: each participant sees the workspace
+   as it stood before the stage, never another's recommendation of the same stage),
+   6. **convergence test** — looped at most ``max_rounds`` times;
    every participant speaks once per stage; later rounds deliberate over finalists.
 7. **Fallback** — if no round converged: outranking -> minimax -> satisficing -> tie-break
    (:mod:`dissensus.dci.outranking`) over the last round's scores.
@@ -230,6 +232,9 @@ class _Run:
         self.synthesis: RawAct | None = None
         self.last_raw: RawAct | None = None
         self.frozen_view: str | None = None
+        self.snapshot: Workspace | None = None
+        """The workspace as it was before the stage in progress, when that stage's acts
+        are independent (scoring): each speaker's view is rendered from it."""
         self.clock = clock
         self.stop_at = clock() + config.deadline_s if config.deadline_s is not None else None
 
@@ -261,9 +266,10 @@ class _Run:
         feedback: tuple[str, ...] = ()
         for _ in range(1 + self.cfg.reasks):
             self.check_deadline()
-            # Stage 2 proposals are independent: everyone sees the workspace as it was before it.
+            # Stage 2 proposals are independent: everyone sees the workspace as it was
+            # before it; so are stage 5 scores (the snapshot taken before the stage).
             view = self.frozen_view or render_view(
-                self.ws,
+                self.snapshot or self.ws,
                 participants=len(self.seats),
                 viewer=seat.spec.id,
                 policy=self.policy,
@@ -513,7 +519,12 @@ class _Run:
 
     async def score(self, round_: int) -> dict[str, dict[str, float]]:
         self.ws.scores = {}
-        records = await self.stage_all("score", round_)
+        # Scores are independent: nobody sees another's recommendation of this stage.
+        self.snapshot = self.ws.model_copy(deep=True)
+        try:
+            records = await self.stage_all("score", round_)
+        finally:
+            self.snapshot = None
         for record in records:
             self.recommends[record.speaker] = record
         self.means = mean_scores(self.ws.live_options(), self.ws.scores)
