@@ -38,7 +38,9 @@ Ablations (the DCI paper's Table 7): ``archetypes=False`` gives every participan
 role; ``typed_grammar=False`` drops act names — the stage decides an utterance's effect
 (its act is logged as ``untyped``); ``convergent_flow=False`` replaces stages 3-7 with
 ``max_rounds`` open discussion rounds, one scoring pass and the highest mean score
-(path ``unstructured:mean_score``).
+(path ``unstructured:mean_score``); options proposed in a discussion round are
+canonicalised as stage 2's are (merged into a kept option they name, at most
+``max_options`` in play), so the ablation scores the same kind of option set.
 
 Choices this module makes: who speaks in each stage (everyone, except the framing
 and synthesis duties, and stage 4, where only participants with a stake speak: holders of
@@ -124,6 +126,9 @@ class DeliberationResult(BaseModel):
 _MODEL_FAILURES = frozenset({"model_failure", "invalid_act", "invalid_output"})
 """Failure kinds that mean the model gave nothing usable: a call that failed, or answers
 that never validated (schema-invalid or invalid acts after every re-ask)."""
+
+_OUT = frozenset({"merged", "dropped"})
+"""Option statuses that take no further part in canonicalisation."""
 
 _CAUSE_CHARS = 300
 """Longest cause a ``model_failure`` detail quotes from the failure that caused it."""
@@ -506,10 +511,13 @@ class _Run:
 
     def canonicalise(self) -> None:
         """Stage 2: proposals naming a kept option merge into it; the task's own options
-        are never merged (:func:`~dissensus.dci.selection.canonical_merges`)."""
+        are never merged (:func:`~dissensus.dci.selection.canonical_merges`); at most
+        ``max_options`` stay in play. Options already merged or dropped take no part
+        (the ablation without DCI-CF canonicalises again after each discussion round)."""
         options = self.ws.options
         fixed = {o.id for o in options.values() if o.proposer == "task"}
-        merges = canonical_merges([(o.id, o.text) for o in options.values()], fixed)
+        in_play = [(o.id, o.text) for o in options.values() if o.status not in _OUT]
+        merges = canonical_merges(in_play, fixed)
         for option_id, keeper_id in merges.items():
             option, keeper = options[option_id], options[keeper_id]
             option.status, option.merged_into = "merged", keeper.id
@@ -564,6 +572,9 @@ class _Run:
         for round_ in range(1, self.cfg.max_rounds + 1):
             self.rounds = round_
             await self.stage_all("discuss", round_)
+            # Options proposed in the discussion are held to stage 2's rules: one that
+            # names a kept option merges into it, at most max_options stay in play.
+            self.canonicalise()
         scores = await self.score(self.rounds)
         best = compress(self.ws.live_options(), scores, 1)
         if best:
