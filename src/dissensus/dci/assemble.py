@@ -9,7 +9,12 @@ Pure: the workspace and the run's outcome in, a :class:`DecisionPacket` out.
   those on the selected option — an open objection to a rival is still dissent).
 * **Minority report**: participants whose last ``recommend`` named another option,
   grouped by option, with their words and mean confidence; when nobody recommended,
-  the participants whose best score went to another option.
+  the participants whose best score went to another option (a best score shared with
+  the selected option is no dissent; one shared by others is grouped under the first
+  of them in canonical order).
+* **Supporters** of the selected option: its proposer and those who extended it, and
+  every participant whose best score (alone or tied) went to it. Ties are read the
+  same whatever order a model wrote its scores' keys in.
 * **Reopen conditions**: the synthesis's list, plus one per open *blocking* objection
   on the selected option, plus, when the list would otherwise be empty, the score
   margin condition ("reopen if a re-score brings the runner-up within the margin").
@@ -42,6 +47,9 @@ from dissensus.dci.workspace import ActRecord, Workspace
 from dissensus.types import Usage
 
 __all__ = ["assemble_packet"]
+
+_EPS = 1e-9
+"""Scores this close are equal (as in the outranking cascade)."""
 
 
 def _dedupe(items: list[str]) -> list[str]:
@@ -159,13 +167,23 @@ def _selected(
         evidence=evidence,
         mean_score=means.get(selected),
         supporters=sorted(
-            set(option.supporters) | {p for p, row in ws.scores.items() if _top(row) == selected}
+            set(option.supporters) | {p for p, row in ws.scores.items() if selected in _tops(row)}
         ),
     )
 
 
-def _top(row: Mapping[str, float]) -> str | None:
-    return max(row, key=lambda k: row[k]) if row else None
+def _tops(row: Mapping[str, float]) -> list[str]:
+    """The options ``row`` scores highest (several when tied), by option number
+    (canonical order), never in the order the row's keys were written."""
+    if not row:
+        return []
+    best = max(row.values())
+    return sorted((o for o, v in row.items() if v >= best - _EPS), key=_option_order)
+
+
+def _option_order(option_id: str) -> tuple[int, str]:
+    digits = option_id[1:]
+    return (int(digits), option_id) if digits.isdigit() else (1 << 62, option_id)
 
 
 def _minority(
@@ -193,9 +211,9 @@ def _minority(
         return positions
     by_top: dict[str, list[str]] = {}
     for speaker, row in sorted(ws.scores.items()):
-        top = _top(row)
-        if top is not None and top != selected:
-            by_top.setdefault(top, []).append(speaker)
+        tops = _tops(row)
+        if tops and selected not in tops:  # a tie with the selected option is no dissent
+            by_top.setdefault(tops[0], []).append(speaker)
     return [
         MinorityPosition(
             option=o,
