@@ -148,3 +148,25 @@ def test_dci_costs_at_most_15_times_the_single_agent_on_the_examples() -> None:
     dci = sum(d.usage.total_tokens for d, _ in example_runs().values())
     single = sum(s.usage.total_tokens for _, s in example_runs().values())
     assert dci <= 15 * single, dci / single
+
+
+def test_self_consistency_records_every_sample_s_vote() -> None:
+    """The samples were all recorded under their agent's name, so ``extras.votes`` kept
+    one vote of five (``{'sampler': 'blue'}`` beside counts of red 2, blue 1)."""
+    rules = {
+        "rules": [
+            {
+                "match": {"agent": "sampler"},
+                "responses": [answer("red"), answer("green"), answer("blue"), answer("red")],
+            }
+        ]
+    }
+    out = run_baseline_sync(
+        "self_consistency",
+        ModelClient(ScriptedBackend.from_dict(rules)),
+        TASK,
+        settings=BaselineSettings(samples=4),
+    )
+    assert out.extras["votes"] == {"sample1": "red", "sample3": "blue", "sample4": "red"}
+    assert out.extras["abstained"] == ["sample2"]
+    assert out.extras["counts"] == {"red": 2, "blue": 1}

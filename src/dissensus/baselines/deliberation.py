@@ -4,7 +4,9 @@
 * **voting** — ``voters`` (5) independent agents answer; the plurality choice wins and
   its first holder's answer is the output.
 * **self_consistency** — one agent samples ``samples`` (5) answers at temperature 0.7
-  with seeds 0..k-1; plurality choice as in voting.
+  with seeds 0..k-1; plurality choice as in voting. The agent is ``sampler`` in every
+  request; in ``extras`` (``votes``, ``abstained``) the samples are ``sample1`` ..
+  ``sample5``, one vote each, so the record keeps every sample's vote.
 * **debate** — ``debaters`` (3) agents answer, then for ``debate_rounds`` - 1 further
   rounds each sees its peers' latest answers (delimited, as data) and answers again;
   plurality over the last round.
@@ -83,7 +85,7 @@ def _task_prompt(task: Task) -> str:
     if task.options:
         lines.append(quote_block("OPTIONS", {o.id: o.text for o in task.options}))
     if task.criteria:
-        lines.append("CRITERIA: " + "; ".join(task.criteria))
+        lines.append(quote_block("CRITERIA", list(task.criteria)))
     return "\n".join(lines)
 
 
@@ -187,7 +189,7 @@ async def _run(
             for i in range(s.samples):
                 answers.append(
                     (
-                        "sampler",
+                        f"sample{i + 1}",  # one agent asks; each sample is one vote
                         await _ask(
                             client,
                             task,

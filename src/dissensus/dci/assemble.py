@@ -9,10 +9,19 @@ Pure: the workspace and the run's outcome in, a :class:`DecisionPacket` out.
   those on the selected option — an open objection to a rival is still dissent).
 * **Minority report**: participants whose last ``recommend`` named another option,
   grouped by option, with their words and mean confidence; when nobody recommended,
-  the participants whose best score went to another option.
+  the participants whose best score went to another option (a best score shared with
+  the selected option is no dissent; one shared by others is grouped under the first
+  of them in canonical order).
+* **Supporters** of the selected option: its proposer and those who extended it, and
+  every participant whose best score (alone or tied) went to it. Ties are read the
+  same whatever order a model wrote its scores' keys in.
 * **Reopen conditions**: the synthesis's list, plus one per open *blocking* objection
   on the selected option, plus, when the list would otherwise be empty, the score
   margin condition ("reopen if a re-score brings the runner-up within the margin").
+* **Mean scores**: an option's mean in the last round that scored it (an option
+  eliminated in round 1 keeps its round-1 mean; later rounds score finalists only), and
+  none for an option nobody scored (merged, dropped, or a stop before scoring), never
+  0.0; the margin reopen condition names a scored rival only.
 * **Next actions**: the synthesis's and the workspace's, de-duplicated; after an early
   stop, resuming the deliberation is the first action.
 """
@@ -39,6 +48,9 @@ from dissensus.types import Usage
 
 __all__ = ["assemble_packet"]
 
+_EPS = 1e-9
+"""Scores this close are equal (as in the outranking cascade)."""
+
 
 def _dedupe(items: list[str]) -> list[str]:
     return list(dict.fromkeys(i.strip() for i in items if i.strip()))
@@ -61,9 +73,15 @@ def assemble_packet(
     usage: Usage,
     rounds: int,
     max_prompt_tokens: int,
+    last_means: Mapping[str, float] | None = None,
 ) -> DecisionPacket:
-    """Build the packet; never fails on a partial workspace."""
-    means = mean_scores(list(ws.options), ws.scores) if ws.scores else {}
+    """Build the packet; never fails on a partial workspace.
+
+    ``last_means``: each option's mean score in the last round that scored it (the
+    flow's record); the scores of the workspace (the last round's, perhaps partial)
+    take precedence for the options they score."""
+    scored = [o for o in ws.options if any(o in row for row in ws.scores.values())]
+    means = {**(last_means or {}), **mean_scores(scored, ws.scores)}
     chosen = _selected(ws, selected, path, synthesis, means, fallback, conv)
     objections = [
         Objection(
@@ -149,13 +167,23 @@ def _selected(
         evidence=evidence,
         mean_score=means.get(selected),
         supporters=sorted(
-            set(option.supporters) | {p for p, row in ws.scores.items() if _top(row) == selected}
+            set(option.supporters) | {p for p, row in ws.scores.items() if selected in _tops(row)}
         ),
     )
 
 
-def _top(row: Mapping[str, float]) -> str | None:
-    return max(row, key=lambda k: row[k]) if row else None
+def _tops(row: Mapping[str, float]) -> list[str]:
+    """The options ``row`` scores highest (several when tied), by option number
+    (canonical order), never in the order the row's keys were written."""
+    if not row:
+        return []
+    best = max(row.values())
+    return sorted((o for o, v in row.items() if v >= best - _EPS), key=_option_order)
+
+
+def _option_order(option_id: str) -> tuple[int, str]:
+    digits = option_id[1:]
+    return (int(digits), option_id) if digits.isdigit() else (1 << 62, option_id)
 
 
 def _minority(
@@ -183,9 +211,9 @@ def _minority(
         return positions
     by_top: dict[str, list[str]] = {}
     for speaker, row in sorted(ws.scores.items()):
-        top = _top(row)
-        if top is not None and top != selected:
-            by_top.setdefault(top, []).append(speaker)
+        tops = _tops(row)
+        if tops and selected not in tops:  # a tie with the selected option is no dissent
+            by_top.setdefault(tops[0], []).append(speaker)
     return [
         MinorityPosition(
             option=o,

@@ -6,7 +6,9 @@
    canonicalised to ``max_options`` (:mod:`dissensus.dci.selection`): a proposal that
    names an earlier option merges into it, the task's own options never merge.
 3. **Challenge and ground**, 4. **revise / extend / admit**, 5. **score and compress**
-   to ``finalist_count``, 6. **convergence test** — looped at most ``max_rounds`` times;
+   to ``finalist_count`` (scores are independent: each participant sees the workspace
+   as it stood before the stage, never another's recommendation of the same stage),
+   6. **convergence test** — looped at most ``max_rounds`` times;
    every participant speaks once per stage; later rounds deliberate over finalists.
 7. **Fallback** — if no round converged: outranking -> minimax -> satisficing -> tie-break
    (:mod:`dissensus.dci.outranking`) over the last round's scores.
@@ -36,7 +38,9 @@ Ablations (the DCI paper's Table 7): ``archetypes=False`` gives every participan
 role; ``typed_grammar=False`` drops act names — the stage decides an utterance's effect
 (its act is logged as ``untyped``); ``convergent_flow=False`` replaces stages 3-7 with
 ``max_rounds`` open discussion rounds, one scoring pass and the highest mean score
-(path ``unstructured:mean_score``).
+(path ``unstructured:mean_score``); options proposed in a discussion round are
+canonicalised as stage 2's are (merged into a kept option they name, at most
+``max_options`` in play), so the ablation scores the same kind of option set.
 
 Choices this module makes: who speaks in each stage (everyone, except the framing
 and synthesis duties, and stage 4, where only participants with a stake speak: holders of
@@ -122,6 +126,9 @@ class DeliberationResult(BaseModel):
 _MODEL_FAILURES = frozenset({"model_failure", "invalid_act", "invalid_output"})
 """Failure kinds that mean the model gave nothing usable: a call that failed, or answers
 that never validated (schema-invalid or invalid acts after every re-ask)."""
+
+_OUT = frozenset({"merged", "dropped"})
+"""Option statuses that take no further part in canonicalisation."""
 
 _CAUSE_CHARS = 300
 """Longest cause a ``model_failure`` detail quotes from the failure that caused it."""
@@ -220,6 +227,8 @@ class _Run:
         self.detail: str | None = None
         self.rounds = 0
         self.means: dict[str, float] = {}
+        self.last_means: dict[str, float] = {}
+        """Each option's mean score in the last round that scored it (the packet's)."""
         self.recommends: dict[str, ActRecord] = {}
         self.conv: ConvergenceRecord | None = None
         self.fallback: CascadeResult | None = None
@@ -228,6 +237,9 @@ class _Run:
         self.synthesis: RawAct | None = None
         self.last_raw: RawAct | None = None
         self.frozen_view: str | None = None
+        self.snapshot: Workspace | None = None
+        """The workspace as it was before the stage in progress, when that stage's acts
+        are independent (scoring): each speaker's view is rendered from it."""
         self.clock = clock
         self.stop_at = clock() + config.deadline_s if config.deadline_s is not None else None
 
@@ -259,9 +271,10 @@ class _Run:
         feedback: tuple[str, ...] = ()
         for _ in range(1 + self.cfg.reasks):
             self.check_deadline()
-            # Stage 2 proposals are independent: everyone sees the workspace as it was before it.
+            # Stage 2 proposals are independent: everyone sees the workspace as it was
+            # before it; so are stage 5 scores (the snapshot taken before the stage).
             view = self.frozen_view or render_view(
-                self.ws,
+                self.snapshot or self.ws,
                 participants=len(self.seats),
                 viewer=seat.spec.id,
                 policy=self.policy,
@@ -498,10 +511,13 @@ class _Run:
 
     def canonicalise(self) -> None:
         """Stage 2: proposals naming a kept option merge into it; the task's own options
-        are never merged (:func:`~dissensus.dci.selection.canonical_merges`)."""
+        are never merged (:func:`~dissensus.dci.selection.canonical_merges`); at most
+        ``max_options`` stay in play. Options already merged or dropped take no part
+        (the ablation without DCI-CF canonicalises again after each discussion round)."""
         options = self.ws.options
         fixed = {o.id for o in options.values() if o.proposer == "task"}
-        merges = canonical_merges([(o.id, o.text) for o in options.values()], fixed)
+        in_play = [(o.id, o.text) for o in options.values() if o.status not in _OUT]
+        merges = canonical_merges(in_play, fixed)
         for option_id, keeper_id in merges.items():
             option, keeper = options[option_id], options[keeper_id]
             option.status, option.merged_into = "merged", keeper.id
@@ -511,10 +527,18 @@ class _Run:
 
     async def score(self, round_: int) -> dict[str, dict[str, float]]:
         self.ws.scores = {}
-        records = await self.stage_all("score", round_)
+        # Scores are independent: nobody sees another's recommendation of this stage.
+        self.snapshot = self.ws.model_copy(deep=True)
+        try:
+            records = await self.stage_all("score", round_)
+        finally:
+            self.snapshot = None
         for record in records:
             self.recommends[record.speaker] = record
         self.means = mean_scores(self.ws.live_options(), self.ws.scores)
+        for option_id, mean in self.means.items():
+            if any(option_id in row for row in self.ws.scores.values()):
+                self.last_means[option_id] = mean
         return dict(self.ws.scores)
 
     async def converge(self) -> None:
@@ -548,6 +572,9 @@ class _Run:
         for round_ in range(1, self.cfg.max_rounds + 1):
             self.rounds = round_
             await self.stage_all("discuss", round_)
+            # Options proposed in the discussion are held to stage 2's rules: one that
+            # names a kept option merges into it, at most max_options stay in play.
+            self.canonicalise()
         scores = await self.score(self.rounds)
         best = compress(self.ws.live_options(), scores, 1)
         if best:
@@ -617,6 +644,7 @@ class _Run:
             usage=usage,
             rounds=self.rounds,
             max_prompt_tokens=max(((t.prompt_chars + 3) // 4 for t in self.trace), default=0),
+            last_means=self.last_means,
         )
 
 

@@ -3,6 +3,12 @@
 DCI and every baseline produce the same record, so the efficiency table and the judge
 read them alike. Only DCI fills ``packet``; baselines leave it ``null`` (their absence
 of a packet is a measured result, not an omission).
+
+Choices this module makes: :func:`packet_text` writes what participants and the task
+said (option texts, the rationale, evidence, objections, the minority's words, reopen
+conditions, next actions) inside the line that introduces it, its further lines
+indented, so that the lines at the margin, which a reader and a judge take for the
+packet's structure (``Path: ...; status: ...``), are only ever the packet's own.
 """
 
 from __future__ import annotations
@@ -45,33 +51,46 @@ class DeliberationOutput(BaseModel):
     """Method-specific facts: votes, tie-breaks, rounds."""
 
 
+def _held(text: str) -> str:
+    """Participants' (or the task's) ``text`` kept inside the line that introduces it:
+    every line after its first is indented, whatever breaks it (``\n``, ``\r``,
+    U+2028, ...), so no line of it starts where the packet's own lines do."""
+    first, *rest = text.splitlines() or [""]
+    return "\n".join([first, *(f"  {line}" for line in rest)])
+
+
 def packet_text(packet: DecisionPacket) -> str:
-    """The packet as prose-like text, for judges and human output."""
+    """The packet as prose-like text, for judges and human output.
+
+    Every line that starts at the margin is the packet's own (``Decision:``, ``Path:``,
+    a ``- `` item, ...); text that participants or the task wrote continues indented
+    (:func:`_held`), so a synthesis that writes ``\nPath: converged; status: complete``
+    cannot pass for the packet's path and status."""
     lines: list[str] = []
     if packet.selected is not None:
-        label = f" ({packet.selected.label})" if packet.selected.label else ""
-        lines.append(f"Decision: {packet.selected.id}{label}: {packet.selected.text}")
-        lines.append(f"Rationale: {packet.selected.rationale}")
+        label = f" ({_held(packet.selected.label)})" if packet.selected.label else ""
+        lines.append(f"Decision: {packet.selected.id}{label}: {_held(packet.selected.text)}")
+        lines.append(f"Rationale: {_held(packet.selected.rationale)}")
         if packet.selected.evidence:
-            lines.append("Evidence: " + "; ".join(packet.selected.evidence))
+            lines.append("Evidence: " + "; ".join(_held(e) for e in packet.selected.evidence))
     else:
         lines.append("Decision: none (no option was available)")
     lines.append(f"Path: {packet.path}; status: {packet.status}")
     if packet.residual_objections:
         lines.append("Residual objections:")
         lines.extend(
-            f"- {o.holder} on {o.target}{' (blocking)' if o.blocking else ''}: {o.points[-1]}"
+            f"- {o.holder} on {o.target}{' (blocking)' if o.blocking else ''}: {_held(o.points[-1])}"
             for o in packet.residual_objections
         )
     if packet.minority_report:
         lines.append("Minority report:")
         for m in packet.minority_report:
             conf = f", confidence {m.confidence:.2f}" if m.confidence is not None else ""
-            lines.append(f"- {m.option} held by {', '.join(m.holders)}{conf}: {m.rationale}")
+            lines.append(f"- {m.option} held by {', '.join(m.holders)}{conf}: {_held(m.rationale)}")
     if packet.reopen_conditions:
         lines.append("Reopen conditions:")
-        lines.extend(f"- {c}" for c in packet.reopen_conditions)
+        lines.extend(f"- {_held(c)}" for c in packet.reopen_conditions)
     if packet.next_actions:
         lines.append("Next actions:")
-        lines.extend(f"- {a}" for a in packet.next_actions)
+        lines.extend(f"- {_held(a)}" for a in packet.next_actions)
     return "\n".join(lines)

@@ -11,7 +11,9 @@ prompts are deliberately terse:
   problem view carries the framing forward;
 * agent text is always inside the workspace delimiters and described as data; the
   question and the context are quoted with :func:`dissensus.quoting.quote_block` (a
-  JSON string in a ``<<<NAME ... NAME>>>`` block that its text cannot close).
+  JSON string in a ``<<<NAME ... NAME>>>`` block that its text cannot close), and so
+  are the criteria (a JSON list in a ``<<<CRITERIA`` block): they are the task's text
+  too, and a criterion holding a newline and ``WORKSPACE>>>`` could close a block.
 * the problems of a rejected reply, which quote that reply (an act name, a target, an
   option id the model wrote), are data too: on a re-ask they are quoted in a
   ``<<<REJECTED ... REJECTED>>>`` block, each cut to :data:`FEEDBACK_CHARS` characters
@@ -86,7 +88,7 @@ def render_prompt(
     if full_context and context:
         lines.append(quote_block("CONTEXT", context.strip()))
     if criteria:
-        lines.append("CRITERIA: " + "; ".join(criteria))
+        lines.append(quote_block("CRITERIA", list(criteria)))
     lines.append(view)
     lines.append(STAGE_GOALS[stage])
     if typed:

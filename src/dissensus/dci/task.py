@@ -17,6 +17,9 @@ Choices this module makes:
   boolean is not a number (``deadline_s: true`` is not one second), a string is not a
   number (``max_rounds: '2'``), a count is an integer (``2``, not ``2.0``), a non-finite
   number (``.inf``, ``.nan``) is refused, and a switch is ``true`` or ``false``.
+* An error in a task file names the file, the field and the line the field is
+  written on (``field 'participants.1.archetype': ... (line 7)``; the nearest written
+  parent's line for a missing field), as problem and policy files do.
 * Blank text is refused where it names or says something: an option's id or text
   (``options.0.text: "  "``, an option no participant could read), the task's ``id``
   (it labels the task's outputs) and the ``question``. The option and id checks are a
@@ -50,7 +53,7 @@ from dissensus.dci.acts import act_spec
 from dissensus.dci.archetypes import archetype
 from dissensus.dci.selection import fold_text
 from dissensus.errors import ConfigError, field_path
-from dissensus.io.yamlfile import load_yaml_file
+from dissensus.io.yamlfile import load_yaml_text, read_text_file, with_field_line
 from dissensus.quoting import missing_misspelt, misspelling
 
 __all__ = [
@@ -238,7 +241,13 @@ def _message(exc: ConfigError) -> str:
 
 
 def load_task(path: str | Path) -> Task:
-    """Read a task YAML file."""
+    """Read a task YAML file; an error names the file, the field and the line the field
+    is written on (``field 'options.1.text': ... (line 4)``)."""
     p = Path(path)
-    data = load_yaml_file(p, what="task file")
-    return parse_task(data, file=str(p), default_id=p.stem)
+    file = str(p)
+    text = read_text_file(p, what="task file")
+    data = load_yaml_text(text, file=file)
+    try:
+        return parse_task(data, file=file, default_id=p.stem)
+    except ConfigError as exc:
+        raise with_field_line(exc, file, text, what="task file") from None

@@ -1,0 +1,69 @@
+"""A packet does not depend on the order a model wrote its scores' keys in.
+
+The selected option's supporters counted every participant whose best score went to
+it, the best being the first of the row's keys among equal scores: a challenger
+scoring ``{"o1": 0.8, "o2": 0.8}`` supported o1, the same scores written
+``{"o2": 0.8, "o1": 0.8}`` did not, and the packet differed.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dci_helpers import PANEL, ScriptedParticipant
+from dissensus.dci.acts import RawAct
+from dissensus.dci.flow import deliberate_sync
+from dissensus.dci.participant import ActReply, ActRequest
+from dissensus.dci.task import DCIConfig, parse_task
+
+TASK = parse_task(
+    {
+        "question": "Which road should we take?",
+        "options": [
+            {"id": "north", "text": "Take the north road."},
+            {"id": "south", "text": "Take the south road."},
+            {"id": "east", "text": "Take the east road."},
+        ],
+    }
+)
+ROWS = {
+    "framer": {"o1": 0.9, "o2": 0.2, "o3": 0.2},
+    "explorer": {"o1": 0.9, "o2": 0.3, "o3": 0.1},
+    "challenger": {"o1": 0.7, "o2": 0.7, "o3": 0.7},
+    "integrator": {"o1": 0.4, "o2": 0.6, "o3": 0.6},
+}
+
+
+class _Scorer(ScriptedParticipant):
+    def __init__(self, id: str, order: list[str]) -> None:
+        super().__init__(id)
+        self.order = order
+
+    async def speak(self, request: ActRequest) -> ActReply:
+        if request.stage != "score":
+            return await super().speak(request)
+        row = ROWS[self.id]
+        scores = {o: row[o] for o in self.order}
+        return ActReply(act=RawAct(act="recommend", target="o1", text="t", scores=scores))
+
+
+def _packet(orders: list[list[str]]) -> dict[str, object]:
+    agents = [_Scorer(p, order) for p, order in zip(PANEL, orders, strict=True)]
+    packet = deliberate_sync(TASK, agents, config=DCIConfig(max_options=3)).packet
+    data = packet.model_dump(mode="json")
+    data["scores"] = {p: dict(sorted(row.items())) for p, row in packet.scores.items()}
+    return data
+
+
+BASE = _packet([["o1", "o2", "o3"]] * 4)
+
+
+@settings(max_examples=30, derandomize=True, deadline=None)
+@given(orders=st.lists(st.permutations(["o1", "o2", "o3"]), min_size=4, max_size=4))
+def test_the_packet_is_the_same_whatever_the_key_order(orders: list[list[str]]) -> None:
+    assert _packet(orders) == BASE
+    selected = BASE["selected"]
+    assert isinstance(selected, dict) and selected["id"] == "o1"
+    # a tie at the top with the selected option is support, whatever the order
+    assert "challenger" in selected["supporters"]
