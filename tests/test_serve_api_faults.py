@@ -1,5 +1,7 @@
 """Hostile and careless requests to the JSON API that were once answered wrongly: a
-compressed or non-UTF-8-declared body (answered "not UTF-8", or read as other text)."""
+compressed or non-UTF-8-declared body (answered "not UTF-8", or read as other text); a
+non-finite number or lone surrogate inside a panel or vote case (named by the field
+holding it, not by its own path as the command line names it)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from dissensus.io.jsonl import Reject, parse_line
+from dissensus.types import Panel, VoteCase
 from pipeline_cases import panel
 from serve_helpers import auth, client_for, heap_frozen, journal_events, settings
 
@@ -88,3 +92,70 @@ async def test_a_body_declared_in_another_charset_is_refused(tmp_path: Path) -> 
             utf8 = json.dumps(panel(f"p-{declared.strip(chr(34))}", ["1", "1", "1"])).encode()
             res = await client.post("/v1/decide", headers=headers, content=utf8)
             assert res.status_code == 200, (declared, res.text)
+
+
+def _unrepresentable_lines() -> list[tuple[str, str]]:
+    """Panel lines holding a non-finite number or a lone surrogate, in several places."""
+    values = json.dumps(escalating_with_values())
+    meta = json.dumps(panel("m1", ["1", "1", "1"], meta={"weight": 12345.5, "note": "n"}))
+    return [
+        ("values", values.replace("1.5", "1e999", 1)),
+        ("values-neg", values.replace("1.5", "-1e999", 1)),
+        ("meta", meta.replace("12345.5", "1e999")),
+        ("meta-surrogate", meta.replace('"note": "n"', '"note": "\\ud800"')),
+        ("reasoning", json.dumps(panel("r1", ["1", "1", "1"], reasoning=["a\udc00b"] * 3))),
+    ]
+
+
+def escalating_with_values() -> dict[str, object]:
+    return panel("v1", ["1", "2", "1"], values=[{"a": 1.5}, {"b": 1.0}, {"a": 0.5}])
+
+
+@pytest.mark.parametrize(
+    ("case", "line"), _unrepresentable_lines(), ids=[c for c, _ in _unrepresentable_lines()]
+)
+async def test_an_unrepresentable_value_is_named_by_its_path_as_the_cli_names_it(
+    tmp_path: Path, case: str, line: str
+) -> None:
+    # The command line's reader names the value itself: meta.weight, outputs.0.values.a.
+    cli = parse_line(Panel, line.replace("\udc00", "\\udc00"), file="-", line=1)
+    assert isinstance(cli, Reject), case
+    assert cli.field.count(".") >= 1, cli
+    s = settings(tmp_path)
+    body = line.replace("\udc00", "\\udc00")
+    headers = {**auth("sub"), "Content-Type": "application/json"}
+    async with client_for(s) as client:
+        for path in ("/v1/decide", "/v1/route"):
+            res = await client.post(path, headers=headers, content=body)
+            assert res.status_code == 422, res.text
+            assert res.json() == {"error": cli.message, "field": cli.field}, (path, cli)
+        res = await client.post("/v1/route", headers=headers, content=f"[{body}]")
+        assert res.status_code == 200, res.text
+        assert res.json()["rejects"] == [{"index": 0, "field": cli.field, "error": cli.message}]
+
+
+async def test_a_vote_case_names_an_unrepresentable_value_by_its_path(tmp_path: Path) -> None:
+    case = {
+        "id": "q1",
+        "votes": [
+            {"agent": a, "answer": x, "evidence_source": "wiki", "evidence_present": True}
+            for a, x in (("a", "yes"), ("b", "yes"), ("c", "no"))
+        ],
+        "meta": {"w": 7.5},
+    }
+    text = json.dumps(case)
+    cases = [
+        (text.replace("7.5", "1e999"), "meta.w", "must be a finite number (got inf)"),
+        (
+            text.replace('"wiki"', '"\\udc00"', 1),
+            "votes.0.evidence_source",
+            "not valid Unicode text: a lone surrogate (U+DC00) at character 1",
+        ),
+    ]
+    headers = {**auth("sub"), "Content-Type": "application/json"}
+    async with client_for(settings(tmp_path)) as client:
+        for body, field, message in cases:
+            cli = parse_line(VoteCase, body, file="-", line=1)
+            assert isinstance(cli, Reject) and (cli.field, cli.message) == (field, message)
+            res = await client.post("/v1/vote", headers=headers, content=body)
+            assert res.status_code == 422 and res.json() == {"error": message, "field": field}

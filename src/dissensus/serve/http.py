@@ -38,6 +38,7 @@ from dissensus.serve.journal_adapter import (
 from dissensus.serve.limits import error_document
 from dissensus.serve.runs import item_line
 from dissensus.store.journal import UnknownRun
+from dissensus.types import find_unrepresentable
 
 if TYPE_CHECKING:
     from dissensus.serve.service import Service
@@ -423,11 +424,30 @@ def reject_of(index: int, error: ValidationError | None) -> ItemReject:
     )
 
 
+def _unrepresentable(index: int, item: dict[str, Any]) -> ItemReject | None:
+    """The reject of an item holding a non-finite number (``1e999``) or a lone surrogate
+    (``"\\ud800"``), named by the value's own path, or None.
+
+    The JSONL reader refuses such a line before its model sees it
+    (:func:`~dissensus.io.jsontext.check_json_value`), naming the value
+    (``meta.weight: must be a finite number (got inf)``); the models refuse it too, but
+    name the field that holds it (``meta``) or say "unable to parse raw data as a
+    unicode string". Asked only of an item its model refused: a model that takes an item
+    has found nothing of the kind in it."""
+    why = find_unrepresentable(item)
+    if why is None:
+        return None
+    where, sep, message = why.partition(": ")
+    field, message = (where, message) if sep else ("<root>", why)
+    return ItemReject(index=index, field=field, error=message)
+
+
 def validated(model: type[Any], items: list[Any]) -> tuple[list[tuple[int, Any]], list[ItemReject]]:
     """Items validated as the CLI validates JSONL lines: ``([(index, model)], [reject])``.
 
     The item is the parsed JSON of a line, so the reject names the same field path and
-    message as :func:`dissensus.io.jsonl.parse_line` (a test pins that).
+    message as :func:`dissensus.io.jsonl.parse_line` (a test pins that), a non-finite
+    number or a lone surrogate too (:func:`_unrepresentable`).
     """
     good: list[tuple[int, Any]] = []
     rejects: list[ItemReject] = []
@@ -438,7 +458,7 @@ def validated(model: type[Any], items: list[Any]) -> tuple[list[tuple[int, Any]]
         try:
             good.append((index, model.model_validate(item)))
         except ValidationError as exc:
-            rejects.append(reject_of(index, exc))
+            rejects.append(_unrepresentable(index, item) or reject_of(index, exc))
     return good, rejects
 
 
