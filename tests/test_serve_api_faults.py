@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -159,3 +159,27 @@ async def test_a_vote_case_names_an_unrepresentable_value_by_its_path(tmp_path: 
             assert isinstance(cli, Reject) and (cli.field, cli.message) == (field, message)
             res = await client.post("/v1/vote", headers=headers, content=body)
             assert res.status_code == 422 and res.json() == {"error": message, "field": field}
+
+
+async def test_a_transfer_coding_other_than_chunked_is_refused(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    good = json.dumps(panel("t1", ["1", "1", "1"])).encode()
+    headers = {**auth("sub"), "Content-Type": "application/json"}
+    async with client_for(s) as client:
+        for coding in ("gzip, chunked", "deflate,chunked", "gzip"):
+            res = await client.post(
+                "/v1/decide",
+                headers={**headers, "Transfer-Encoding": coding},
+                content=gzip.compress(good),
+            )
+            assert "chunked" in _refused(res, "Transfer-Encoding"), coding
+        assert journal_events(s.journal) == 0
+        for coding in ("chunked", "Chunked"):
+
+            async def stream() -> AsyncIterator[bytes]:
+                yield good
+
+            res = await client.post(
+                "/v1/decide", headers={**headers, "Transfer-Encoding": coding}, content=stream()
+            )
+            assert res.status_code == 200, (coding, res.text)

@@ -37,7 +37,9 @@ route) closes the two ways a page can do that:
   claim) may omit the header. The review page's forms post form data to ``/review``;
   they keep their CSRF tokens and get the ``Host`` and ``Origin`` checks.
 * That JSON body is plain UTF-8: a ``Content-Encoding`` other than ``identity`` (a
-  gzipped body) is ``415`` naming ``Content-Encoding``, and a ``charset`` other than
+  gzipped body) is ``415`` naming ``Content-Encoding``, so is a transfer coding other
+  than ``chunked`` (``Transfer-Encoding: gzip, chunked``, whose gzip the HTTP parser
+  does not undo) naming ``Transfer-Encoding``, and a ``charset`` other than
   UTF-8 in ``Content-Type`` is ``415`` naming ``Content-Type``. The body is never
   decompressed or transcoded; without these checks a gzipped body was answered "not
   UTF-8" and a Latin-1 one that happened to be valid UTF-8 was read as other text.
@@ -139,6 +141,14 @@ def _body_refusal(headers: dict[bytes, bytes]) -> tuple[str, str] | None:
             f"a request body must not be compressed (Content-Encoding: {encoding[:40]}); "
             "send the JSON as it is",
             "Content-Encoding",
+        )
+    transfer = headers.get(b"transfer-encoding", b"").decode("latin-1").strip().lower()
+    codings = [c.strip() for c in transfer.split(",") if c.strip()]
+    if codings and codings != ["chunked"]:
+        return (
+            f"a request body's only transfer coding may be chunked (Transfer-Encoding: "
+            f"{transfer[:40]}); send the JSON as it is",
+            "Transfer-Encoding",
         )
     charset = _charset(content_type.decode("latin-1")) if content_type is not None else None
     if charset is not None and charset not in _UTF8:
