@@ -1,7 +1,8 @@
 """Hostile and careless requests to the JSON API that were once answered wrongly: a
 compressed or non-UTF-8-declared body (answered "not UTF-8", or read as other text); a
 non-finite number or lone surrogate inside a panel or vote case (named by the field
-holding it, not by its own path as the command line names it)."""
+holding it, not by its own path as the command line names it); a bearer token outside
+ASCII (hashed from its Latin-1 reading, so refused)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import httpx
 import pytest
 
 from dissensus.io.jsonl import Reject, parse_line
+from dissensus.serve.auth import hash_token
 from dissensus.types import Panel, VoteCase
 from pipeline_cases import panel
 from serve_helpers import auth, client_for, heap_frozen, journal_events, settings
@@ -183,3 +185,18 @@ async def test_a_transfer_coding_other_than_chunked_is_refused(tmp_path: Path) -
                 "/v1/decide", headers={**headers, "Transfer-Encoding": coding}, content=stream()
             )
             assert res.status_code == 200, (coding, res.text)
+
+
+async def test_a_token_outside_ascii_is_taken_as_the_login_form_takes_it(tmp_path: Path) -> None:
+    token = "p\u00e4sswort-\u00fcber-\u20ac"
+    tokens = tmp_path / "hand-tokens.txt"
+    tokens.write_text(f"{hash_token(token)} hand admin\n", encoding="utf-8")
+    s = settings(tmp_path, tokens=str(tokens))
+    async with client_for(s) as client:
+        sent = f"Bearer {token}".encode()  # what curl -H and every client send: UTF-8
+        res = await client.get("/v1/runs", headers={"Authorization": sent})
+        assert res.status_code == 200, res.text
+        # Its Latin-1 bytes are another token, and bytes that are not UTF-8 match none.
+        for other in (f"Bearer {token}".encode("latin-1", "replace"), b"Bearer \xff\xfe"):
+            res = await client.get("/v1/runs", headers={"Authorization": other})
+            assert res.status_code == 401 and res.json()["error"] == "unknown token", res.text
