@@ -18,7 +18,7 @@ from dissensus.io.jsonl import Reject, parse_line
 from dissensus.serve.auth import hash_token
 from dissensus.types import Panel, VoteCase
 from pipeline_cases import panel
-from serve_helpers import auth, client_for, heap_frozen, journal_events, settings
+from serve_helpers import auth, client_for, escalating, heap_frozen, journal_events, settings
 
 pytestmark = pytest.mark.anyio
 
@@ -200,3 +200,23 @@ async def test_a_token_outside_ascii_is_taken_as_the_login_form_takes_it(tmp_pat
         for other in (f"Bearer {token}".encode("latin-1", "replace"), b"Bearer \xff\xfe"):
             res = await client.get("/v1/runs", headers={"Authorization": other})
             assert res.status_code == 401 and res.json()["error"] == "unknown token", res.text
+
+
+async def test_a_reviewer_text_with_a_lone_surrogate_is_named_as_such(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        await client.post("/v1/decide", json=[escalating("e1")], headers=auth("sub"))
+        item = (await client.get("/v1/review", headers=auth("rev"))).json()[0]
+        url = f"/v1/review/{item['review_id']}/resolve"
+        body = json.dumps({"decision": "1", "note": "ok", "content_sha256": item["content_sha256"]})
+        headers = {**auth("rev"), "Content-Type": "application/json"}
+        for field, text in (("note", '"ok"'), ("decision", '"1"')):
+            bad = body.replace(f'"{field}": {text}', f'"{field}": "a\\udc80"')
+            res = await client.post(url, headers=headers, content=bad)
+            assert res.status_code == 422, res.text
+            assert res.json() == {
+                "error": "not valid Unicode text: a lone surrogate (U+DC80) at character 2",
+                "field": field,
+            }
+        res = await client.post(url, headers=headers, content=body)
+        assert res.status_code == 200, res.text

@@ -362,7 +362,8 @@ async def object_body(request: Request, model: type[M]) -> M:
     """The request's body as ``model``, refused as ``POST /v1/decide`` refuses a body: 400
     when it is empty (``<body>``) or not JSON (:func:`json_body`), 422 when it is not an
     object (``<root>``) or does not validate (the first invalid field, message as
-    :func:`reject_of` words it). ``model`` validates with the context
+    :func:`reject_of` words it; a lone surrogate or a non-finite number as the JSONL
+    reader words it, :func:`_unrepresentable`). ``model`` validates with the context
     ``{"max_field_chars": --max-field-chars}``, so its text fields can be bounded by the
     server's setting."""
     body = await json_body(request)
@@ -372,7 +373,7 @@ async def object_body(request: Request, model: type[M]) -> M:
     try:
         return model.model_validate(body, context=context)
     except ValidationError as exc:
-        reject = reject_of(0, exc)
+        reject = _unrepresentable(0, body) or reject_of(0, exc)
         raise ApiError(422, reject.error, reject.field) from None
 
 
