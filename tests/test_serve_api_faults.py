@@ -220,3 +220,22 @@ async def test_a_reviewer_text_with_a_lone_surrogate_is_named_as_such(tmp_path: 
             }
         res = await client.post(url, headers=headers, content=body)
         assert res.status_code == 200, res.text
+
+
+async def test_a_panels_file_sent_as_it_is_is_told_to_send_a_list(tmp_path: Path) -> None:
+    rows = [panel(f"p{i}", ["1", "1", "1"]) for i in range(3)]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    headers = {**auth("sub"), "Content-Type": "application/json"}
+    async with client_for(settings(tmp_path)) as client:
+        res = await client.post("/v1/decide", headers=headers, content=text)
+        assert res.status_code == 400, res.text
+        body = res.json()
+        assert body["field"] == "<json>"
+        assert body["error"].startswith("invalid JSON: Extra data (line 2); "), body
+        assert "not JSON Lines" in body["error"] and "list" in body["error"], body
+        # Not JSON Lines (a second document that is no object): the parser's words only.
+        res = await client.post("/v1/decide", headers=headers, content='{"id": "a"} 3')
+        assert res.json() == {"error": "invalid JSON: Extra data (line 1)", "field": "<json>"}
+        # The list is what it asks for.
+        res = await client.post("/v1/decide", headers=headers, content=json.dumps(rows))
+        assert res.status_code == 200 and len(res.json()["records"]) == 3, res.text

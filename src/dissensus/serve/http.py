@@ -268,6 +268,26 @@ def install_errors(app: FastAPI) -> None:
         return error_response(500, "internal error", None, path=_path(request))
 
 
+JSON_LINES_HINT = "the body is one JSON document, not JSON Lines: send the lines' objects as a list [{...}, {...}]"
+"""Added to the parser's "Extra data" when the body is JSON Lines (a panels file sent as
+it is, the command line's input format)."""
+
+
+def _json_lines(text: str) -> bool:
+    """Whether ``text`` is JSON Lines: two or more lines, each blank or one JSON object.
+    Asked only of a body the parser refused with "Extra data", to say what to send."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return False
+    for line in lines:
+        try:
+            if not isinstance(json.loads(line, parse_constant=non_finite), dict):
+                return False
+        except (ValueError, RecursionError):
+            return False
+    return True
+
+
 class NonFinite(ValueError):
     """``NaN``, ``Infinity`` or ``-Infinity`` in a body: Python's JSON extensions, not JSON."""
 
@@ -301,7 +321,8 @@ def decode_json_body(raw: bytes) -> Any:
     to be valid UTF-8 but not JSON). A UTF-8 byte order mark at the start is accepted
     and dropped, as RFC 8259 allows a parser to, and as the JSONL reader does on a file's
     first line (:func:`dissensus.io.jsonl.parse_line`). Text the parser refuses is
-    ``invalid JSON: <why> (line N)`` (``<json>``). ``NaN`` and ``Infinity``, which
+    ``invalid JSON: <why> (line N)`` (``<json>``; JSON Lines, a panels file sent as it
+    is, add what to send instead: :data:`JSON_LINES_HINT`). ``NaN`` and ``Infinity``, which
     Python's parser accepts and RFC 8259 does not, are refused as not JSON (``<json>``),
     as the JSONL reader refuses them, and so is a key written twice in one object (the
     field names its path, the message too: ``a.b: duplicate key``), as a JSONL line is.
@@ -318,7 +339,10 @@ def decode_json_body(raw: bytes) -> Any:
     try:
         body = json.loads(text, parse_constant=non_finite)
     except json.JSONDecodeError as exc:
-        raise BodyError(f"invalid JSON: {exc.msg} (line {exc.lineno})", "<json>") from None
+        message = f"invalid JSON: {exc.msg} (line {exc.lineno})"
+        if exc.msg == "Extra data" and _json_lines(text):
+            message += f"; {JSON_LINES_HINT}"
+        raise BodyError(message, "<json>") from None
     except NonFinite as exc:
         raise BodyError(f"invalid JSON: {exc} is not a JSON number", "<json>") from None
     except RecursionError:
