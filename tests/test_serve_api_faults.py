@@ -239,3 +239,37 @@ async def test_a_panels_file_sent_as_it_is_is_told_to_send_a_list(tmp_path: Path
         # The list is what it asks for.
         res = await client.post("/v1/decide", headers=headers, content=json.dumps(rows))
         assert res.status_code == 200 and len(res.json()["records"]) == 3, res.text
+
+
+async def test_a_misspelt_query_parameter_is_refused_not_ignored(tmp_path: Path) -> None:
+    one = panel("q1", ["1", "1", "2"])
+    async with client_for(settings(tmp_path)) as client:
+        sub, rev = auth("sub"), auth("rev")
+        # theta for theta_s: the record was the policy's thresholds', as if never sent.
+        res = await client.post("/v1/route?theta=-1", json=one, headers=sub)
+        assert res.status_code == 422, res.text
+        body = res.json()
+        assert body["field"] == "theta", body
+        assert "unknown query parameter 'theta'" in body["error"], body
+        assert "similarity, theta_a, theta_s" in body["error"], body
+        for method, url, headers in (
+            ("POST", "/v1/decide?asnyc=true", sub),
+            ("POST", "/v1/vote?Beta=2", sub),
+            ("GET", "/v1/runs?limt=5", sub),
+            ("GET", "/v1/review?state=resolved", rev),
+            ("GET", "/v1/bound?agents=3&round=2", sub),
+            ("GET", "/v1/runs/x/verify?full=1", sub),
+        ):
+            res = await client.request(method, url, json=one, headers=headers)
+            assert res.status_code == 422, (url, res.text)
+            assert res.json()["field"] == url.split("?")[1].split("&")[-1].split("=")[0], url
+        assert (await client.get("/v1/runs", headers=sub)).json() == []  # nothing was decided
+        # The parameters a route takes are read as before, HEAD and the aliases too.
+        res = await client.post("/v1/route?theta_s=-1", json=one, headers=sub)
+        assert res.status_code == 200 and res.json()["theta_s"] == -1, res.text
+        res = await client.post("/v1/decide?async=true", json=[one], headers=sub)
+        assert res.status_code == 202, res.text
+        res = await client.head("/v1/runs?limit=1", headers=sub)
+        assert res.status_code == 200, res.text
+        res = await client.get("/v1/bound?agents=3&rounds=2", headers=sub)
+        assert res.status_code == 200, res.text

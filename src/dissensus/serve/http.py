@@ -62,6 +62,7 @@ __all__ = [
     "install_errors",
     "items_of",
     "json_body",
+    "known_query",
     "limits_of",
     "non_finite",
     "object_body",
@@ -114,6 +115,44 @@ def require(role: Role) -> Callable[[Request], Awaitable[Principal]]:
         return principal
 
     return dependency
+
+
+_QUERY_NAMES: dict[int, frozenset[str]] = {}
+"""The query parameters each route takes, by the route's ``id`` (routes live as long
+as the app)."""
+
+
+def _query_names(route: Any) -> frozenset[str] | None:
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return None
+    names = _QUERY_NAMES.get(id(route))
+    if names is None:
+        found: set[str] = set()
+        stack = [dependant]
+        while stack:  # the route's own parameters and its dependencies'
+            current = stack.pop()
+            found.update(p.alias for p in current.query_params)
+            stack.extend(current.dependencies)
+        names = _QUERY_NAMES[id(route)] = frozenset(found)
+    return names
+
+
+async def known_query(request: Request) -> None:
+    """A dependency of the JSON API's routes: a query parameter the route does not take is
+    422 naming it (and the ones it takes), never ignored. A misspelt ``theta`` for
+    ``theta_s`` or ``Beta`` for ``beta`` was dropped, and the request answered under the
+    policy's values as if it had been sent without it, as the command line refuses an
+    option it does not know."""
+    names = _query_names(request.scope.get("route"))
+    if names is None:
+        return
+    for name in request.query_params:
+        if name not in names:
+            takes = ", ".join(sorted(names)) if names else "none"
+            raise ApiError(
+                422, f"unknown query parameter {name!r}; this endpoint takes {takes}", name
+            )
 
 
 def field_of(loc: tuple[int | str, ...] | list[int | str]) -> str | None:
