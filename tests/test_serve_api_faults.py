@@ -273,3 +273,21 @@ async def test_a_misspelt_query_parameter_is_refused_not_ignored(tmp_path: Path)
         assert res.status_code == 200, res.text
         res = await client.get("/v1/bound?agents=3&rounds=2", headers=sub)
         assert res.status_code == 200, res.text
+
+
+async def test_a_query_parameter_given_twice_is_refused(tmp_path: Path) -> None:
+    async with client_for(settings(tmp_path)) as client:
+        sub = auth("sub")
+        for url in ("/v1/runs?limit=5&limit=6", "/v1/bound?agents=3&rounds=2&agents=300"):
+            res = await client.get(url, headers=sub)
+            assert res.status_code == 422, res.text
+            name = url.split("?")[1].split("=")[0]
+            assert res.json() == {
+                "error": f"query parameter {name!r} given more than once",
+                "field": name,
+            }
+        res = await client.post(
+            "/v1/decide?async=false&async=true", json=[panel("d", ["1", "1", "1"])], headers=sub
+        )
+        assert res.status_code == 422 and res.json()["field"] == "async", res.text
+        assert (await client.get("/v1/runs", headers=sub)).json() == []

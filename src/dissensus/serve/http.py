@@ -143,16 +143,23 @@ async def known_query(request: Request) -> None:
     422 naming it (and the ones it takes), never ignored. A misspelt ``theta`` for
     ``theta_s`` or ``Beta`` for ``beta`` was dropped, and the request answered under the
     policy's values as if it had been sent without it, as the command line refuses an
-    option it does not know."""
+    option it does not know. A parameter given twice (``limit=5&limit=6``) is 422 too:
+    the route read the last copy, where a proxy or a log may show the first."""
     names = _query_names(request.scope.get("route"))
     if names is None:
         return
-    for name in request.query_params:
+    seen: set[str] = set()
+    for name, _ in request.query_params.multi_items():
         if name not in names:
             takes = ", ".join(sorted(names)) if names else "none"
             raise ApiError(
                 422, f"unknown query parameter {name!r}; this endpoint takes {takes}", name
             )
+        if name in seen:
+            # Readers differ on which copy counts (the route read the last, a proxy or a
+            # log may show the first), as for a header sent twice.
+            raise ApiError(422, f"query parameter {name!r} given more than once", name)
+        seen.add(name)
 
 
 def field_of(loc: tuple[int | str, ...] | list[int | str]) -> str | None:
