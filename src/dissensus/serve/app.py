@@ -32,6 +32,11 @@ Choices this module makes:
 * Every ``/v1`` response is ``Cache-Control: no-store`` and ``X-Content-Type-Options:
   nosniff``, as the review pages are (:mod:`.no_store`): the API's answers carry case
   content too; an event stream keeps its own ``Cache-Control``.
+* A query parameter a JSON API route does not take is ``422`` naming it
+  (:func:`~dissensus.serve.http.known_query`): a misspelt ``theta`` for ``theta_s`` was
+  ignored, and the answer made under the policy's values. The OpenAI-compatible paths
+  ignore unknown parameters, as OpenAI's API does (clients add their own, such as
+  ``api-version``).
 * ``HEAD`` is answered on every ``GET`` path, as that ``GET`` without its body
   (:mod:`.head`).
 * A path that names a route but for a trailing slash is a ``307`` to the route with a

@@ -38,6 +38,7 @@ from dissensus.serve.journal_adapter import (
 from dissensus.serve.limits import error_document
 from dissensus.serve.runs import item_line
 from dissensus.store.journal import UnknownRun
+from dissensus.types import find_unrepresentable
 
 if TYPE_CHECKING:
     from dissensus.serve.service import Service
@@ -61,6 +62,7 @@ __all__ = [
     "install_errors",
     "items_of",
     "json_body",
+    "known_query",
     "limits_of",
     "non_finite",
     "object_body",
@@ -113,6 +115,51 @@ def require(role: Role) -> Callable[[Request], Awaitable[Principal]]:
         return principal
 
     return dependency
+
+
+_QUERY_NAMES: dict[int, frozenset[str]] = {}
+"""The query parameters each route takes, by the route's ``id`` (routes live as long
+as the app)."""
+
+
+def _query_names(route: Any) -> frozenset[str] | None:
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return None
+    names = _QUERY_NAMES.get(id(route))
+    if names is None:
+        found: set[str] = set()
+        stack = [dependant]
+        while stack:  # the route's own parameters and its dependencies'
+            current = stack.pop()
+            found.update(p.alias for p in current.query_params)
+            stack.extend(current.dependencies)
+        names = _QUERY_NAMES[id(route)] = frozenset(found)
+    return names
+
+
+async def known_query(request: Request) -> None:
+    """A dependency of the JSON API's routes: a query parameter the route does not take is
+    422 naming it (and the ones it takes), never ignored. A misspelt ``theta`` for
+    ``theta_s`` or ``Beta`` for ``beta`` was dropped, and the request answered under the
+    policy's values as if it had been sent without it, as the command line refuses an
+    option it does not know. A parameter given twice (``limit=5&limit=6``) is 422 too:
+    the route read the last copy, where a proxy or a log may show the first."""
+    names = _query_names(request.scope.get("route"))
+    if names is None:
+        return
+    seen: set[str] = set()
+    for name, _ in request.query_params.multi_items():
+        if name not in names:
+            takes = ", ".join(sorted(names)) if names else "none"
+            raise ApiError(
+                422, f"unknown query parameter {name!r}; this endpoint takes {takes}", name
+            )
+        if name in seen:
+            # Readers differ on which copy counts (the route read the last, a proxy or a
+            # log may show the first), as for a header sent twice.
+            raise ApiError(422, f"query parameter {name!r} given more than once", name)
+        seen.add(name)
 
 
 def field_of(loc: tuple[int | str, ...] | list[int | str]) -> str | None:
@@ -267,6 +314,26 @@ def install_errors(app: FastAPI) -> None:
         return error_response(500, "internal error", None, path=_path(request))
 
 
+JSON_LINES_HINT = "the body is one JSON document, not JSON Lines: send the lines' objects as a list [{...}, {...}]"
+"""Added to the parser's "Extra data" when the body is JSON Lines (a panels file sent as
+it is, the command line's input format)."""
+
+
+def _json_lines(text: str) -> bool:
+    """Whether ``text`` is JSON Lines: two or more lines, each blank or one JSON object.
+    Asked only of a body the parser refused with "Extra data", to say what to send."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return False
+    for line in lines:
+        try:
+            if not isinstance(json.loads(line, parse_constant=non_finite), dict):
+                return False
+        except (ValueError, RecursionError):
+            return False
+    return True
+
+
 class NonFinite(ValueError):
     """``NaN``, ``Infinity`` or ``-Infinity`` in a body: Python's JSON extensions, not JSON."""
 
@@ -300,7 +367,8 @@ def decode_json_body(raw: bytes) -> Any:
     to be valid UTF-8 but not JSON). A UTF-8 byte order mark at the start is accepted
     and dropped, as RFC 8259 allows a parser to, and as the JSONL reader does on a file's
     first line (:func:`dissensus.io.jsonl.parse_line`). Text the parser refuses is
-    ``invalid JSON: <why> (line N)`` (``<json>``). ``NaN`` and ``Infinity``, which
+    ``invalid JSON: <why> (line N)`` (``<json>``; JSON Lines, a panels file sent as it
+    is, add what to send instead: :data:`JSON_LINES_HINT`). ``NaN`` and ``Infinity``, which
     Python's parser accepts and RFC 8259 does not, are refused as not JSON (``<json>``),
     as the JSONL reader refuses them, and so is a key written twice in one object (the
     field names its path, the message too: ``a.b: duplicate key``), as a JSONL line is.
@@ -317,7 +385,10 @@ def decode_json_body(raw: bytes) -> Any:
     try:
         body = json.loads(text, parse_constant=non_finite)
     except json.JSONDecodeError as exc:
-        raise BodyError(f"invalid JSON: {exc.msg} (line {exc.lineno})", "<json>") from None
+        message = f"invalid JSON: {exc.msg} (line {exc.lineno})"
+        if exc.msg == "Extra data" and _json_lines(text):
+            message += f"; {JSON_LINES_HINT}"
+        raise BodyError(message, "<json>") from None
     except NonFinite as exc:
         raise BodyError(f"invalid JSON: {exc} is not a JSON number", "<json>") from None
     except RecursionError:
@@ -361,7 +432,8 @@ async def object_body(request: Request, model: type[M]) -> M:
     """The request's body as ``model``, refused as ``POST /v1/decide`` refuses a body: 400
     when it is empty (``<body>``) or not JSON (:func:`json_body`), 422 when it is not an
     object (``<root>``) or does not validate (the first invalid field, message as
-    :func:`reject_of` words it). ``model`` validates with the context
+    :func:`reject_of` words it; a lone surrogate or a non-finite number as the JSONL
+    reader words it, :func:`_unrepresentable`). ``model`` validates with the context
     ``{"max_field_chars": --max-field-chars}``, so its text fields can be bounded by the
     server's setting."""
     body = await json_body(request)
@@ -371,7 +443,7 @@ async def object_body(request: Request, model: type[M]) -> M:
     try:
         return model.model_validate(body, context=context)
     except ValidationError as exc:
-        reject = reject_of(0, exc)
+        reject = _unrepresentable(0, body) or reject_of(0, exc)
         raise ApiError(422, reject.error, reject.field) from None
 
 
@@ -423,11 +495,30 @@ def reject_of(index: int, error: ValidationError | None) -> ItemReject:
     )
 
 
+def _unrepresentable(index: int, item: dict[str, Any]) -> ItemReject | None:
+    """The reject of an item holding a non-finite number (``1e999``) or a lone surrogate
+    (``"\\ud800"``), named by the value's own path, or None.
+
+    The JSONL reader refuses such a line before its model sees it
+    (:func:`~dissensus.io.jsontext.check_json_value`), naming the value
+    (``meta.weight: must be a finite number (got inf)``); the models refuse it too, but
+    name the field that holds it (``meta``) or say "unable to parse raw data as a
+    unicode string". Asked only of an item its model refused: a model that takes an item
+    has found nothing of the kind in it."""
+    why = find_unrepresentable(item)
+    if why is None:
+        return None
+    where, sep, message = why.partition(": ")
+    field, message = (where, message) if sep else ("<root>", why)
+    return ItemReject(index=index, field=field, error=message)
+
+
 def validated(model: type[Any], items: list[Any]) -> tuple[list[tuple[int, Any]], list[ItemReject]]:
     """Items validated as the CLI validates JSONL lines: ``([(index, model)], [reject])``.
 
     The item is the parsed JSON of a line, so the reject names the same field path and
-    message as :func:`dissensus.io.jsonl.parse_line` (a test pins that).
+    message as :func:`dissensus.io.jsonl.parse_line` (a test pins that), a non-finite
+    number or a lone surrogate too (:func:`_unrepresentable`).
     """
     good: list[tuple[int, Any]] = []
     rejects: list[ItemReject] = []
@@ -438,7 +529,7 @@ def validated(model: type[Any], items: list[Any]) -> tuple[list[tuple[int, Any]]
         try:
             good.append((index, model.model_validate(item)))
         except ValidationError as exc:
-            rejects.append(reject_of(index, exc))
+            rejects.append(_unrepresentable(index, item) or reject_of(index, exc))
     return good, rejects
 
 

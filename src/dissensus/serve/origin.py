@@ -20,7 +20,8 @@ route) closes the two ways a page can do that:
   (section 3.2) requires of a server, whether or not ``Host`` is checked: the routes,
   the ``Origin`` check and this check must not each read a different one. The same
   holds for the other headers the checks and the service read: more than one
-  ``Origin``, ``Sec-Fetch-Site``, ``Content-Type`` or ``Authorization`` header is a
+  ``Origin``, ``Sec-Fetch-Site``, ``Content-Type``, ``Content-Encoding`` or
+  ``Authorization`` header is a
   ``400`` naming it (a proxy reading the last copy and this guard the first would
   otherwise disagree on what was sent).
 * **Cross-site writes**: a page can ``POST`` to another origin without reading the
@@ -35,6 +36,13 @@ route) closes the two ways a page can do that:
   ``Content-Type``), so no "simple" request can reach the API. A bodyless write (a
   claim) may omit the header. The review page's forms post form data to ``/review``;
   they keep their CSRF tokens and get the ``Host`` and ``Origin`` checks.
+* That JSON body is plain UTF-8: a ``Content-Encoding`` other than ``identity`` (a
+  gzipped body) is ``415`` naming ``Content-Encoding``, so is a transfer coding other
+  than ``chunked`` (``Transfer-Encoding: gzip, chunked``, whose gzip the HTTP parser
+  does not undo) naming ``Transfer-Encoding``, and a ``charset`` other than
+  UTF-8 in ``Content-Type`` is ``415`` naming ``Content-Type``. The body is never
+  decompressed or transcoded; without these checks a gzipped body was answered "not
+  UTF-8" and a Latin-1 one that happened to be valid UTF-8 was read as other text.
 * On the OpenAI-compatible paths these refusals are OpenAI's error body
   (:func:`dissensus.serve.limits.openai_path`), ``code`` ``forbidden_host``,
   ``forbidden_origin`` or ``unsupported_media_type``.
@@ -103,12 +111,61 @@ def _is_json(content_type: str) -> bool:
     )
 
 
+def _charset(content_type: str) -> str | None:
+    """The ``charset`` parameter of a ``Content-Type`` value (unquoted, lower case), or
+    None when it has none."""
+    for param in content_type.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip('"').strip().lower()
+    return None
+
+
+_UTF8 = frozenset({"utf-8", "utf8"})
+"""``charset`` values that name the one encoding a body may have."""
+
+
+def _body_refusal(headers: dict[bytes, bytes]) -> tuple[str, str] | None:
+    """Why a ``/v1`` write's body is refused (415), as (message, field), or None."""
+    content_type = headers.get(b"content-type")
+    has_body = headers.get(b"content-length", b"0").strip() not in (b"0", b"") or (
+        b"transfer-encoding" in headers
+    )
+    if (content_type is not None and not _is_json(content_type.decode("latin-1"))) or (
+        content_type is None and has_body
+    ):
+        return "a request body must be JSON (application/json)", "Content-Type"
+    encoding = headers.get(b"content-encoding", b"").decode("latin-1").strip().lower()
+    if encoding not in ("", "identity"):
+        return (
+            f"a request body must not be compressed (Content-Encoding: {encoding[:40]}); "
+            "send the JSON as it is",
+            "Content-Encoding",
+        )
+    transfer = headers.get(b"transfer-encoding", b"").decode("latin-1").strip().lower()
+    codings = [c.strip() for c in transfer.split(",") if c.strip()]
+    if codings and codings != ["chunked"]:
+        return (
+            f"a request body's only transfer coding may be chunked (Transfer-Encoding: "
+            f"{transfer[:40]}); send the JSON as it is",
+            "Transfer-Encoding",
+        )
+    charset = _charset(content_type.decode("latin-1")) if content_type is not None else None
+    if charset is not None and charset not in _UTF8:
+        return (
+            f"a request body must be UTF-8 JSON (Content-Type names charset={charset[:40]})",
+            "Content-Type",
+        )
+    return None
+
+
 _ONCE: dict[bytes, str] = {
     b"host": "Host",
     b"origin": "Origin",
     b"sec-fetch-site": "Sec-Fetch-Site",
     b"content-type": "Content-Type",
     b"authorization": "Authorization",
+    b"content-encoding": "Content-Encoding",
 }
 """Headers a request may carry at most once (lower-case, as ASGI gives them): the names
 this guard and the service's authentication read."""
@@ -156,14 +213,9 @@ class BrowserGuard:
             await send_error(send, 403, message, "Origin", scope=scope, code="forbidden_origin")
             return
         if str(scope.get("path", "")).startswith("/v1/"):
-            content_type = headers.get(b"content-type")
-            has_body = headers.get(b"content-length", b"0").strip() not in (b"0", b"") or (
-                b"transfer-encoding" in headers
-            )
-            if (content_type is not None and not _is_json(content_type.decode("latin-1"))) or (
-                content_type is None and has_body
-            ):
-                message = "a request body must be JSON (application/json)"
-                await send_error(send, 415, message, "Content-Type", scope=scope)
+            refusal = _body_refusal(headers)
+            if refusal is not None:
+                message, field = refusal
+                await send_error(send, 415, message, field, scope=scope)
                 return
         await self.app(scope, receive, send)

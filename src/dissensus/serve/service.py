@@ -1,5 +1,15 @@
 """What every request of the service shares: settings, journal, run specification,
-tokens, sessions, the runner, the review desk and the shift watch (``app.state.service``)."""
+tokens, sessions, the runner, the review desk and the shift watch (``app.state.service``).
+
+Choices this module makes:
+
+* A bearer token is the bytes the client sent, read as UTF-8: the HTTP layer hands a
+  header over decoded as Latin-1, so a token written by hand with a character outside
+  ASCII (``pässwort``) hashed to other bytes than its line's sha256 (of its UTF-8, as
+  ``hash_token``, ``sha256sum`` and the review page's login form take it) and was
+  refused ``unknown token`` on the API while the login form took it. A header that is
+  not UTF-8 is compared as it came (it matches no line).
+"""
 
 from __future__ import annotations
 
@@ -78,11 +88,22 @@ class Service:
         store = self.tokens.current()
         if store is None:
             raise ApiError(503, TOKENS_UNAVAILABLE, "Authorization", headers={"Retry-After": "1"})
-        principal = store.authenticate(token.strip())
+        principal = store.authenticate(_sent(token.strip()))
         if principal is None:
             self.failed_logins.failed(peer)
             raise ApiError(401, "unknown token", "Authorization")
         return principal
+
+
+def _sent(token: str) -> str:
+    """The token a client sent, from a header value decoded as Latin-1 (its bytes): read
+    as UTF-8, or as it came when it is not UTF-8 (see the module docstring)."""
+    if token.isascii():
+        return token
+    try:
+        return token.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return token
 
 
 def _reopener(journal: Journal, given: str) -> Callable[[], Journal] | None:

@@ -59,6 +59,7 @@ from dissensus.serve.http import (
     checked,
     items_of,
     json_body,
+    known_query,
     limits_of,
     refuse_overrun,
     require,
@@ -75,7 +76,7 @@ __all__ = ["EXPORT_BATCH", "router"]
 EXPORT_BATCH = 1000
 """Events an export reads and writes at once (one query and one write each)."""
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(known_query)])
 submit = Depends(require("submit"))
 review = Depends(require("review"))
 

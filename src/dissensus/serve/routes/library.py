@@ -39,6 +39,7 @@ from dissensus.serve.http import (
     checked,
     items_of,
     json_body,
+    known_query,
     limits_of,
     refuse_overrun,
     require,
@@ -50,7 +51,7 @@ from dissensus.types import Panel, VoteCase
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(known_query)])
 submit = Depends(require("submit"))
 review = Depends(require("review"))
 

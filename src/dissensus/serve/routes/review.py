@@ -43,6 +43,7 @@ from dissensus.serve.auth import Principal
 from dissensus.serve.blind_audits import blind_audit
 from dissensus.serve.http import (
     ApiError,
+    known_query,
     object_body,
     require,
     service_of,
@@ -51,7 +52,7 @@ from dissensus.serve.journal_adapter import ClaimInfo, HistoryEntry, ReviewDesk
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(known_query)])
 submit = Depends(require("submit"))
 review = Depends(require("review"))
 
