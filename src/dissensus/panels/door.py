@@ -101,7 +101,7 @@ other :class:`~dissensus.store.errors.JournalError` but a read-only or damaged j
 while deciding a case, while reading a key's case, or while reading a case
 (:meth:`PanelChat.acase`), is a ``503`` :class:`ChatError` with ``code``
 :data:`JOURNAL_BUSY` or :data:`JOURNAL_UNAVAILABLE`: the request may be sent again
-later. Its message is a fixed sentence that never names the journal's file
+later (:data:`JOURNAL_FULL` when the journal's disk is full: again once it has room). Its message is a fixed sentence that never names the journal's file
 or URL; the store's error (which does) is its ``__cause__``. Any other failure of the
 pipeline, a read-only or damaged journal included, is a ``500`` ``decide_failed``.
 A decision that failed so may have failed at a commit that went through (the
@@ -139,6 +139,7 @@ from dissensus.panels.errors import (
     CLOSED,
     JOURNAL_BUSY,
     JOURNAL_CASE_UNKNOWN,
+    JOURNAL_FULL,
     JOURNAL_UNAVAILABLE,
     SHUTTING_DOWN,
     UNFINISHED,
@@ -194,6 +195,7 @@ __all__ = [
     "CLOSED",
     "JOURNAL_BUSY",
     "JOURNAL_CASE_UNKNOWN",
+    "JOURNAL_FULL",
     "JOURNAL_UNAVAILABLE",
     "SHUTTING_DOWN",
     "UNFINISHED",
