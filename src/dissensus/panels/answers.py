@@ -15,8 +15,10 @@ Three ways, chosen by the policy:
 * ``number`` — a free-form answer's final number, exactly as ``dissensus convert
   zeroeval`` extracts it (:func:`dissensus.convert.zeroeval.extract_answer`), so a panel
   built from live answers equals the panel the converter builds from the same texts.
-* ``regex`` — the first group of ``panel.pattern`` (or the whole match), normalised like
-  an unconstrained structured decision.
+* ``regex`` — the first group of ``panel.pattern`` that took part in the match (or the
+  whole match, for a pattern without groups), normalised like an unconstrained
+  structured decision: with alternatives, ``Answer: ([A-D])|ANSWER=([A-D])``, an answer
+  matching the second one votes its group, not an "empty decision".
 
 Choices this module makes: an answer without a usable decision (no JSON object,
 a decision outside the options, no number, no match) is an **abstention** — the member
@@ -146,7 +148,10 @@ def read_answer(text: str, settings: PanelSettings) -> MemberAnswer:
     found = re.search(settings.pattern, text)
     if found is None:
         return MemberAnswer(decision=None, reasoning=trace, why="the pattern does not match")
-    value = found.group(1) if found.groups() else found.group(0)
+    # The first group that took part in the match: with alternatives
+    # (``Answer: (\w+)|ANSWER=(\w+)``) the second one's match is the decision too.
+    taken = [g for g in found.groups() if g is not None]
+    value = taken[0] if taken else (found.group(0) if not found.groups() else None)
     decision = _label(value, None) if value is not None else None
     why = None if decision is not None else "the pattern matched an empty decision"
     if decision is None and value and normalise_label(value):
