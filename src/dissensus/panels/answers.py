@@ -26,6 +26,10 @@ spoke, its text is its reasoning, and it gives no vote; it is never an error. So
 decision holding a control character once its white space is collapsed (a NUL, a BEL:
 a panel's decisions hold none, :class:`~dissensus.types.AgentOutput`). A
 structured answer without a ``reasoning`` string keeps its raw text as the reasoning.
+A decision given as a JSON number is read as the number's text, a whole number written
+with a fraction as the whole number (``1.0`` is ``"1"``, as ``1`` is): otherwise a member
+writing ``1.0`` abstained with "not one of the options" beside the option ``"1"``, and
+without options ``7`` and ``7.0`` were two decisions.
 A structured answer whose JSON holds a key twice in one object (``{"decision": "A",
 "decision": "B"}``, or a repeated key anywhere in it) is an abstention too, its reason
 naming the key (``the answer's JSON holds a key twice in one object: 'decision'``): no
@@ -95,6 +99,8 @@ def verdict_schema(settings: PanelSettings) -> JsonSchema:
 def _label(value: Any, options: list[str] | None) -> str | None:
     if not isinstance(value, str | int | float) or isinstance(value, bool):
         return None
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)  # JSON's 1.0 is the number 1: the option "1", one vote with 1
     text = normalise_label(str(value))
     if not text or _CONTROL.search(text) is not None:
         return None
