@@ -15,8 +15,10 @@ Three ways, chosen by the policy:
 * ``number`` — a free-form answer's final number, exactly as ``dissensus convert
   zeroeval`` extracts it (:func:`dissensus.convert.zeroeval.extract_answer`), so a panel
   built from live answers equals the panel the converter builds from the same texts.
-* ``regex`` — the first group of ``panel.pattern`` (or the whole match), normalised like
-  an unconstrained structured decision.
+* ``regex`` — the first group of ``panel.pattern`` that took part in the match (or the
+  whole match, for a pattern without groups), normalised like an unconstrained
+  structured decision: with alternatives, ``Answer: ([A-D])|ANSWER=([A-D])``, an answer
+  matching the second one votes its group, not an "empty decision".
 
 Choices this module makes: an answer without a usable decision (no JSON object,
 a decision outside the options, no number, no match) is an **abstention** — the member
@@ -24,6 +26,10 @@ spoke, its text is its reasoning, and it gives no vote; it is never an error. So
 decision holding a control character once its white space is collapsed (a NUL, a BEL:
 a panel's decisions hold none, :class:`~dissensus.types.AgentOutput`). A
 structured answer without a ``reasoning`` string keeps its raw text as the reasoning.
+A decision given as a JSON number is read as the number's text, a whole number written
+with a fraction as the whole number (``1.0`` is ``"1"``, as ``1`` is): otherwise a member
+writing ``1.0`` abstained with "not one of the options" beside the option ``"1"``, and
+without options ``7`` and ``7.0`` were two decisions.
 A structured answer whose JSON holds a key twice in one object (``{"decision": "A",
 "decision": "B"}``, or a repeated key anywhere in it) is an abstention too, its reason
 naming the key (``the answer's JSON holds a key twice in one object: 'decision'``): no
@@ -93,6 +99,8 @@ def verdict_schema(settings: PanelSettings) -> JsonSchema:
 def _label(value: Any, options: list[str] | None) -> str | None:
     if not isinstance(value, str | int | float) or isinstance(value, bool):
         return None
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)  # JSON's 1.0 is the number 1: the option "1", one vote with 1
     text = normalise_label(str(value))
     if not text or _CONTROL.search(text) is not None:
         return None
@@ -146,7 +154,10 @@ def read_answer(text: str, settings: PanelSettings) -> MemberAnswer:
     found = re.search(settings.pattern, text)
     if found is None:
         return MemberAnswer(decision=None, reasoning=trace, why="the pattern does not match")
-    value = found.group(1) if found.groups() else found.group(0)
+    # The first group that took part in the match: with alternatives
+    # (``Answer: (\w+)|ANSWER=(\w+)``) the second one's match is the decision too.
+    taken = [g for g in found.groups() if g is not None]
+    value = taken[0] if taken else (found.group(0) if not found.groups() else None)
     decision = _label(value, None) if value is not None else None
     why = None if decision is not None else "the pattern matched an empty decision"
     if decision is None and value and normalise_label(value):

@@ -4,6 +4,11 @@
 :func:`answer_of` picks the answer text of a committed decision, :func:`escalation_text`
 words an escalation, :func:`case_links` names a case's pages, and :func:`as_chunks`
 gives a completion in the streaming shape. :mod:`dissensus.panels.door` uses them.
+
+Choices this module makes: a refused request's ``400`` names the first error pydantic
+gives, except that the string branch of a message's ``content`` refusing a list is
+passed over for the list branch's error (a text part without its ``text`` is
+``messages.0.content.0.text: Field required``, not "Input should be a valid string").
 """
 
 from __future__ import annotations
@@ -28,6 +33,24 @@ from dissensus.types import Panel, find_unrepresentable
 __all__ = ["answer_of", "as_chunks", "case_links", "escalation_text", "parse_request"]
 
 
+def _telling_error(errors: list[Any]) -> Any:
+    """The error a ``400`` names: the first, unless it is the ``str`` branch of a message's
+    ``content`` refusing a list (``"Input should be a valid string"`` for a text part
+    without its ``text``), when the list branch's error of the same content says what
+    is wrong with it (``messages.0.content.0.text: Field required``)."""
+    first = errors[0]
+    loc = tuple(first["loc"])
+    if loc[-1:] != ("str",) or isinstance(first.get("input"), str):
+        return first
+    for other in errors[1:]:
+        there = tuple(other["loc"])
+        if there[: len(loc) - 1] == loc[:-1] and len(there) > len(loc) - 1:
+            branch = there[len(loc) - 1]
+            if isinstance(branch, str) and branch.startswith("list["):
+                return other
+    return first
+
+
 def parse_request(body: Any) -> CompletionRequest:
     """A request body validated, or a ``400`` :class:`ChatError` naming the parameter."""
     if isinstance(body, CompletionRequest):
@@ -37,7 +60,7 @@ def parse_request(body: Any) -> CompletionRequest:
     try:
         request = CompletionRequest.model_validate(body)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
+        first = _telling_error(exc.errors(include_url=False))
         # Union members pydantic names in the location (``str``, ``list[ContentPart]``) are not fields.
         parts = [
             str(p) for p in first["loc"] if not (isinstance(p, str) and (p == "str" or "[" in p))

@@ -19,7 +19,10 @@ its record with any human resolution, and the answer text.
 
 Choices this module makes: the decision and its journal writes run on a
 thread of their own (:class:`~dissensus.panels.worker.DecisionThread`), so the caller's
-event loop keeps serving other requests meanwhile; the case id is the review id form ``<run>.<line>``
+event loop keeps serving other requests meanwhile, and so do the door's reads of the
+journal (a key's case, a case looked up): on the event loop, a read waiting for the
+journal's lock, held by a decision waiting on a busy journal, held every request of the
+server, health checks included, for as long; the case id is the review id form ``<run>.<line>``
 (line 1: one case per run), so it is also what ``POST /v1/cases/{ref}/confirm`` audits;
 a committed decision no member gave (a CONCORD outcome) is answered with the decision
 itself; the sync twins (``complete``, ``case``, ``close``) run on one private event loop
@@ -101,7 +104,7 @@ other :class:`~dissensus.store.errors.JournalError` but a read-only or damaged j
 while deciding a case, while reading a key's case, or while reading a case
 (:meth:`PanelChat.acase`), is a ``503`` :class:`ChatError` with ``code``
 :data:`JOURNAL_BUSY` or :data:`JOURNAL_UNAVAILABLE`: the request may be sent again
-later. Its message is a fixed sentence that never names the journal's file
+later (:data:`JOURNAL_FULL` when the journal's disk is full: again once it has room). Its message is a fixed sentence that never names the journal's file
 or URL; the store's error (which does) is its ``__cause__``. Any other failure of the
 pipeline, a read-only or damaged journal included, is a ``500`` ``decide_failed``.
 A decision that failed so may have failed at a commit that went through (the
@@ -139,6 +142,7 @@ from dissensus.panels.errors import (
     CLOSED,
     JOURNAL_BUSY,
     JOURNAL_CASE_UNKNOWN,
+    JOURNAL_FULL,
     JOURNAL_UNAVAILABLE,
     SHUTTING_DOWN,
     UNFINISHED,
@@ -194,6 +198,7 @@ __all__ = [
     "CLOSED",
     "JOURNAL_BUSY",
     "JOURNAL_CASE_UNKNOWN",
+    "JOURNAL_FULL",
     "JOURNAL_UNAVAILABLE",
     "SHUTTING_DOWN",
     "UNFINISHED",
@@ -730,20 +735,34 @@ class PanelChat:
                 on_decide(case_id, run_id)
                 told = True
             running = [f for f in (self._keys.get(run_id), deciding) if f]
-            if not running:
+            if running:
+                await _settle(running)
+                continue
+            # Read off the event loop: the journal's lock may be held by a decision
+            # waiting on a busy journal, and the loop serves every other request.
+            found = await asyncio.to_thread(self._key_case, run_id)
+            # A request with the key that began while the journal was read is waited for.
+            if self._keys.get(run_id) is None and self._deciding.get(case_id) is None:
                 break
-            await _settle(running)
-        if self.journal.run(run_id, missing_ok=True) is None:
+        if found is None:
             return None
-        record = next((r for r in final_records(self.journal, run_id) if r.line == 1), None)
-        entered = case_step(self.journal, run_id, 1, "input")
-        if record is None or entered is None:
+        panel, record = found
+        if record is None or panel is None:
             raise key_in_use(case_id, run_id)
-        panel = CaseInput.model_validate(entered).panel
         check_fingerprint(panel, fingerprint, case_id)
         return self._completion(
             request, run_id, case_id, panel, _recorded_reports(panel), Usage(), record, True
         )
+
+    def _key_case(self, run_id: str) -> tuple[Panel | None, CaseRecord | None] | None:
+        """The key's run as the journal holds it: ``None`` when there is none, else its
+        case's panel and final record (either ``None`` while it is not journalled whole)."""
+        if self.journal.run(run_id, missing_ok=True) is None:
+            return None
+        record = next((r for r in final_records(self.journal, run_id) if r.line == 1), None)
+        entered = case_step(self.journal, run_id, 1, "input")
+        panel = CaseInput.model_validate(entered).panel if entered is not None else None
+        return panel, record
 
     def complete(
         self, body: Any, *, idempotency_key: str | None = None, key_scope: str = ""
@@ -836,7 +855,8 @@ class PanelChat:
         if deciding is not None:
             await _settle([deciding])
         try:
-            found = self._journalled_case(run_id, line)
+            # Off the event loop, as a key's case is read (:meth:`_replayed`).
+            found = await asyncio.to_thread(self._journalled_case, run_id, line)
         except JournalError as exc:  # the case could not be read: ask again later
             outage = journal_outage(exc)
             if outage is None:

@@ -1,9 +1,16 @@
 """The errors the panel door answers with when it is closing or its journal is down.
 
 The ``code`` of each (:data:`SHUTTING_DOWN`, :data:`UNFINISHED`, :data:`JOURNAL_BUSY`,
-:data:`JOURNAL_UNAVAILABLE`, :data:`JOURNAL_CASE_UNKNOWN`, :data:`CLOSED`) and the
+:data:`JOURNAL_UNAVAILABLE`, :data:`JOURNAL_FULL`, :data:`JOURNAL_CASE_UNKNOWN`,
+:data:`CLOSED`) and the
 :class:`~dissensus.panels.shapes.ChatError` that carries it. Which of them the door
 answers with, and when, is :mod:`dissensus.panels.door`'s to say.
+
+Choices this module makes: a journal whose disk (or database) is full is told apart
+from an unreachable one (:data:`JOURNAL_FULL`, "the journal's disk is full", by the
+SQLite error ``SQLITE_FULL``, PostgreSQL's SQLSTATE ``53100`` or their wording):
+answered as unreachable, clients and SDKs retried at once what only an operator can
+mend, and each retry asked every member again.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ __all__ = [
     "CLOSED",
     "JOURNAL_BUSY",
     "JOURNAL_CASE_UNKNOWN",
+    "JOURNAL_FULL",
     "JOURNAL_UNAVAILABLE",
     "SHUTTING_DOWN",
     "UNFINISHED",
@@ -87,6 +95,31 @@ def unfinished_case(case_id: str, run_id: str) -> ChatError:
     )
 
 
+JOURNAL_FULL = "journal_full"
+"""``code`` of the ``503`` of a request whose case the journal could not take because its
+disk (or database) is full: not an outage a moment mends, and a retry would ask every
+member again, so the door says not to retry (:mod:`dissensus.serve.chat`)."""
+
+_DISK_FULL = ("database or disk is full", "no space left on device", "could not extend file")
+"""How SQLite and PostgreSQL word a full disk (``SQLITE_FULL``, SQLSTATE ``53100``)."""
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error it was raised from) says the disk is full."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if getattr(error, "sqlite_errorname", None) == "SQLITE_FULL":
+            return True
+        if getattr(error, "sqlstate", None) == "53100":
+            return True
+        if any(words in str(error).lower() for words in _DISK_FULL):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def journal_outage(exc: BaseException) -> tuple[str, str] | None:
     """``(sentence, code)`` of a journal that cannot be used right now (busy or
     unreachable: the request may be sent again later), the sentence without the
@@ -95,6 +128,8 @@ def journal_outage(exc: BaseException) -> tuple[str, str] | None:
     if isinstance(exc, JournalBusy):
         return "the journal is busy (another writer holds its lock)", JOURNAL_BUSY
     if isinstance(exc, JournalError) and not isinstance(exc, JournalReadOnly | JournalDamaged):
+        if _disk_full(exc):
+            return "the journal's disk is full", JOURNAL_FULL
         return "the journal is unreachable", JOURNAL_UNAVAILABLE
     return None
 

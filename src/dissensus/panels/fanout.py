@@ -95,7 +95,10 @@ Choices this module makes:
 * **Warm start.** :meth:`Members.awarm` opens every member's client on the caller's
   event loop (the server calls it at start-up), so the first request does not pay for
   importing the SDK and building its HTTP client.
-* ``openai:`` members with a ``base_url`` talk to that server; the key is
+* ``openai:`` members with a ``base_url`` talk to that server (an empty ``base_url`` is
+  a :class:`~dissensus.errors.ConfigError` naming ``panel.members.N.base_url``, never
+  read as none: that member would have sent its prompts to ``$OPENAI_BASE_URL`` or
+  OpenAI's own API instead of its server); the key is
   ``$OPENAI_API_KEY`` (``unused`` when absent), or the variable the member's
   ``api_key_env`` names (which must be set: a :class:`~dissensus.errors.ConfigError`
   when the panel is opened), never written anywhere. They are called
@@ -336,6 +339,15 @@ def _backend(
         relative_model_spec(member.model, policy_dir, field=where) if policy_dir else member.model
     )
     kind, _, rest = spec.partition(":")
+    if member.base_url is not None and not member.base_url:
+        # Read as "no base_url", the member would talk to $OPENAI_BASE_URL or, without
+        # it, to OpenAI's own API with $OPENAI_API_KEY: a member meant to be a local
+        # server (an unset template variable) sending its prompts elsewhere.
+        raise ConfigError(
+            f"member {member.name}: base_url is empty: give the member's server URL, or "
+            "leave base_url out for $OPENAI_BASE_URL",
+            field=f"panel.members.{i}.base_url",
+        )
     if kind == "openai" and member.api_key_env:
         key = os.environ.get(member.api_key_env)
         if not key:

@@ -169,10 +169,17 @@ class RequestMessage(BaseModel):
     @classmethod
     def _text_only(cls, value: Any) -> Any:
         if isinstance(value, list):
-            for part in value:
-                kind = part.get("type") if isinstance(part, dict) else None
+            for i, part in enumerate(value):
+                if not isinstance(part, dict):
+                    raise ValueError(
+                        f"part {i} is a {type(part).__name__}: a content part is an object "
+                        '({"type": "text", "text": ...})'
+                    )
+                kind = part.get("type")
                 if kind != "text":
-                    raise ValueError(f"only text content parts are supported (got {kind!r})")
+                    raise ValueError(
+                        f"part {i}: only text content parts are supported (got {kind!r})"
+                    )
             return value
         if not isinstance(value, str):
             raise ValueError("content must be a string or a list of text parts")

@@ -23,7 +23,10 @@ Choices this module makes:
   timeout, the database down or restarting, the connection lost) is ``503``
   ``journal_busy`` / ``journal_unavailable`` with ``Retry-After`` (as every route of the
   service answers it: :mod:`~dissensus.serve.journal_errors`) and ``x-should-retry:
-  true``. Its message is a fixed sentence; the store's error, which names the journal's
+  true``. A journal whose disk is full is ``503`` ``journal_full`` ("the journal's disk
+  is full"), ``x-should-retry: false`` and no ``Retry-After``: an SDK's retry at once
+  would ask every member again for a case the journal cannot take until an operator
+  frees space. Its message is a fixed sentence; the store's error, which names the journal's
   file or URL, goes to the server's log (one line). No other message of the door names
   the journal's location either. ``GET /v1/cases/{id}`` answers the same ``503`` when
   the journal cannot be read (the library call raises it). When the journal failed
@@ -105,6 +108,7 @@ from dissensus.panels import (
 from dissensus.panels.door import (
     JOURNAL_BUSY,
     JOURNAL_CASE_UNKNOWN,
+    JOURNAL_FULL,
     JOURNAL_UNAVAILABLE,
     SHUTTING_DOWN,
     UNFINISHED,
@@ -181,7 +185,7 @@ NO_RETRY = frozenset(
 )
 """Codes of the door's errors an SDK must not retry (module docstring)."""
 
-JOURNAL_DOWN = frozenset({JOURNAL_BUSY, JOURNAL_UNAVAILABLE, JOURNAL_CASE_UNKNOWN})
+JOURNAL_DOWN = frozenset({JOURNAL_BUSY, JOURNAL_UNAVAILABLE, JOURNAL_FULL, JOURNAL_CASE_UNKNOWN})
 """Codes of the ``503`` of a journal that is busy or unreachable (module docstring)."""
 
 RETRY_AFTER_S = 1
@@ -207,6 +211,9 @@ def _error(exc: ChatError, *, keyed: bool = False) -> Response:
     elif exc.code in (SHUTTING_DOWN, "idempotency_key_in_use", "tokens_unavailable"):
         headers["x-should-retry"] = "true"
         headers["Retry-After"] = str(RETRY_AFTER_S)
+    elif exc.code == JOURNAL_FULL:
+        # Only an operator mends a full disk; a retry would ask every member again.
+        headers["x-should-retry"] = "false"
     elif exc.code in JOURNAL_DOWN:
         # Its case may be journalled: without a key a retry could make a second one.
         retry = exc.code != JOURNAL_CASE_UNKNOWN or keyed
@@ -377,7 +384,8 @@ def _event(data: str) -> str:
                 "(`x-should-retry: false`).",
                 503: "The journal is busy or unreachable (`journal_busy`, "
                 "`journal_unavailable`, `Retry-After`; the message never names the "
-                "journal; `journal_unavailable_case_unknown` when the case may be "
+                "journal; `journal_full` when its disk is full, `x-should-retry: false`; "
+                "`journal_unavailable_case_unknown` when the case may be "
                 "journalled all the same: `dissensus` names it), the server is shutting down "
                 "(`shutting_down`, `Retry-After`; with `stream: true` too, as JSON), or its "
                 "tokens file does not load (`tokens_unavailable`, `Retry-After`).",
