@@ -1,0 +1,138 @@
+"""Which key: a signature by another key is named (both key ids, the given key's file,
+never a key's text), and a key rotated while a run lived verifies with both keys given."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
+
+from dissensus.cli import main
+from dissensus.signing import (
+    KeyRing,
+    Signer,
+    document_detail,
+    document_status,
+    load_public_keys,
+    sign_document,
+)
+from dissensus.store import Journal
+
+OLD = Signer.generate()
+NEW = Signer.generate()
+STRANGER = Signer.generate()
+
+
+def _pub(tmp_path: Path, name: str, signer: Signer) -> Path:
+    path = tmp_path / f"{name}.pub.pem"
+    path.write_text(signer.public_key.pem(), encoding="utf-8")
+    return path
+
+
+def _rotated_run(target: str) -> None:
+    """Run ``r``: finished and sealed by ``OLD``, then a resolution sealed by ``NEW``."""
+    with Journal(target, signer=OLD) as j:
+        j.create_run("r", kind="t", meta={})
+        j.append("r", "e", {"v": 1}, key="k1")
+        j.append("r", "run.finished", {}, key="run/finished")
+    with Journal(target, signer=NEW) as j:
+        j.append("r", "case.resolved", {"decision": "1"}, key="case/1/resolved")
+
+
+def test_a_run_sealed_by_a_rotated_key_verifies_with_both_keys(journal_target: str) -> None:
+    _rotated_run(journal_target)
+    with Journal(journal_target) as j:
+        both = j.verify("r", public_key=KeyRing([OLD.public_key, NEW.public_key]))
+        assert both.ok and both.signature == "signed", both.signature_detail
+        old_only = j.verify("r", public_key=OLD.public_key)
+        new_only = j.verify("r", public_key=NEW.public_key)
+        stranger = j.verify("r", public_key=KeyRing([STRANGER.public_key, NEW.public_key]))
+    assert old_only.signature == "invalid"
+    assert f"signed by key {NEW.public_key.key_id}" in str(old_only.signature_detail)
+    assert OLD.public_key.key_id in str(old_only.signature_detail)
+    assert new_only.signature == "invalid"
+    assert f"signed by key {OLD.public_key.key_id}" in str(new_only.signature_detail)
+    assert stranger.signature == "invalid"  # a ring is no wildcard: each seal needs its key
+
+
+def test_runs_verify_names_the_keys_and_takes_several(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = str(tmp_path / "j.sqlite")
+    _rotated_run(target)
+    old, new = _pub(tmp_path, "old", OLD), _pub(tmp_path, "new", NEW)
+    capsys.readouterr()
+    assert main(["runs", "verify", "r", "--journal", target, "--public-key", str(old)]) == 1
+    err = capsys.readouterr().err
+    assert f"signed by key {NEW.public_key.key_id}" in err
+    assert f"key {OLD.public_key.key_id} from {old}" in err
+    assert OLD.private_pem() not in err and NEW.private_pem() not in err
+    args = ["runs", "verify", "r", "--journal", target, "--public-key", str(old)]
+    assert main([*args, "--public-key", str(new)]) == 0
+    assert "signature: signed" in capsys.readouterr().out
+
+
+def test_verify_of_a_document_says_which_key_signed_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    packet = {
+        "schema_version": "1",
+        "task_id": "t",
+        "question": "Which?",
+        "status": "complete",
+        "path": "converged",
+        "residual_objections": [],
+        "minority_report": [],
+    }
+    path = tmp_path / "packet.json"
+    path.write_text(json.dumps(sign_document(packet, OLD)), encoding="utf-8")
+    new, old = _pub(tmp_path, "new", NEW), _pub(tmp_path, "old", OLD)
+    capsys.readouterr()
+    assert main(["verify", str(path), "--public-key", str(new)]) == 1
+    out = capsys.readouterr().out
+    assert f"signed by key {OLD.public_key.key_id}" in out
+    assert f"key {NEW.public_key.key_id} from {new}" in out
+    assert main(["verify", str(path), "--public-key", str(new), "--public-key", str(old)]) == 0
+    assert "signature signed" in capsys.readouterr().out
+    assert main(["verify", str(path), "--public-key", str(new), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["signature"] == "invalid" and OLD.public_key.key_id in doc["signature_detail"]
+
+
+@seed(20261205)
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=8), max_size=4),
+    st.sampled_from(["old", "new", "stranger"]),
+    st.text(max_size=20),
+)
+def test_a_document_checks_only_with_the_key_it_names(
+    doc: dict[str, object], by: str, edit: str
+) -> None:
+    signers = {"old": OLD, "new": NEW, "stranger": STRANGER}
+    ring = KeyRing([OLD.public_key, NEW.public_key])
+    signed = sign_document(doc, signers[by])
+    want = "invalid" if by == "stranger" else "signed"
+    assert document_status(signed, ring) == want
+    assert (document_detail(signed, ring) is None) == (want == "signed")
+    changed = {**signed, "\x00edit": edit}  # any added field is a change the key did not sign
+    assert document_status(changed, ring) == "invalid"
+    assert "does not verify" in str(document_detail(changed, ring)) or by == "stranger"
+
+
+def test_a_key_id_that_is_no_key_id_is_not_repeated() -> None:
+    signed = sign_document({"a": 1}, OLD)
+    forged = {**signed, "signature": {**signed["signature"], "key_id": "\x1b[31m[bold]x"}}
+    detail = str(document_detail(forged, NEW.public_key))
+    assert "\x1b" not in detail and "[bold]" not in detail
+    assert "a key_id that is no key's id" in detail
+
+
+def test_an_empty_public_key_among_several_is_refused(tmp_path: Path) -> None:
+    from dissensus.errors import InputError
+
+    with pytest.raises(InputError, match="empty path"):
+        load_public_keys([str(_pub(tmp_path, "old", OLD)), ""])
