@@ -136,3 +136,40 @@ def test_an_empty_public_key_among_several_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(InputError, match="empty path"):
         load_public_keys([str(_pub(tmp_path, "old", OLD)), ""])
+
+
+def test_a_signing_key_variable_holding_a_path_a_public_or_an_encrypted_key_says_so(
+    tmp_path: Path,
+) -> None:
+    """The common mistakes are named (never repeating the variable's text); before, each
+    was only 'not an unencrypted PEM private key'."""
+    from cryptography.hazmat.primitives import serialization
+
+    from dissensus.errors import ConfigError
+    from dissensus.signing import SIGNING_KEY_ENV, signer_from_env
+
+    key_file = tmp_path / "signing-key.pem"
+    key_file.write_text(OLD.private_pem(), encoding="utf-8")
+    encrypted = (
+        serialization.load_pem_private_key(OLD.private_pem().encode(), password=None)
+        .private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"pass"),
+        )
+        .decode()
+    )
+    cases = {
+        str(key_file): "it holds a file's path; it takes the PEM text itself",
+        OLD.public_key.pem(): "it holds a public key",
+        encrypted: "it is encrypted",
+    }
+    for value, words in cases.items():
+        with pytest.raises(ConfigError) as caught:
+            signer_from_env({SIGNING_KEY_ENV: value})
+        message = str(caught.value)
+        assert words in message and SIGNING_KEY_ENV in message
+        assert str(key_file) not in message and value.strip()[30:60] not in message
+    with pytest.raises(ConfigError) as caught:
+        signer_from_env({SIGNING_KEY_ENV: "no key at all"})
+    assert str(caught.value) == f"{SIGNING_KEY_ENV} is not an unencrypted PEM private key"

@@ -35,6 +35,10 @@ Choices this module makes:
   or an edited ``key_id`` is a change of the signed document (or of a run's seal) that
   the signature itself does not cover, so it is ``invalid``, never ``signed``.
 
+* **The common mistakes named.** A ``$DISSENSUS_SIGNING_KEY`` that is no unencrypted
+  PEM private key says what it holds instead when that is a path to an existing file
+  (the variable takes the text), a public key, or an encrypted key; never any of its
+  text.
 * **Which key, by id.** A signature that does not check says why
   (:func:`why_invalid`): signed by another key (both named by ``key_id``, the given one
   by its file too), or under the given key's id but not verifying. A key's text is
@@ -55,6 +59,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import os
 import re
@@ -168,7 +173,9 @@ class Signer:
             key = serialization.load_pem_private_key(data, password=None)
         except (ValueError, TypeError) as exc:
             # The message never repeats the key text.
-            raise ConfigError(f"{source} is not an unencrypted PEM private key") from exc
+            raise ConfigError(
+                f"{source} is not an unencrypted PEM private key{_why_not(data)}"
+            ) from exc
         if not isinstance(key, Ed25519PrivateKey):
             raise ConfigError(f"{source} must be an Ed25519 private key, got {type(key).__name__}")
         return cls(key)
@@ -184,6 +191,24 @@ class Signer:
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
         ).decode("ascii")
+
+
+def _why_not(data: bytes) -> str:
+    """What a text that is no unencrypted PEM private key holds instead, when it is a
+    common mistake (never any of its text: it may be a key)."""
+    if b"ENCRYPTED PRIVATE KEY-----" in data or b"Proc-Type: 4,ENCRYPTED" in data:
+        return ": it is encrypted (openssl pkey -in KEY.pem -out PLAIN.pem writes it unencrypted)"
+    if b"PUBLIC KEY-----" in data and b"PRIVATE KEY-----" not in data:
+        return ": it holds a public key; signing needs the private key's PEM"
+    text = data.decode("utf-8", "replace").strip()
+    if b"-----BEGIN" not in data and "\n" not in text and len(text) < 4096:
+        with contextlib.suppress(OSError, ValueError):
+            if Path(text).expanduser().is_file():
+                return (
+                    ": it holds a file's path; it takes the PEM text itself "
+                    '(export DISSENSUS_SIGNING_KEY="$(cat FILE)")'
+                )
+    return ""
 
 
 def signer_from_env(environ: dict[str, str] | None = None) -> Signer | None:
