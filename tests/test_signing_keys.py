@@ -173,3 +173,48 @@ def test_a_signing_key_variable_holding_a_path_a_public_or_an_encrypted_key_says
     with pytest.raises(ConfigError) as caught:
         signer_from_env({SIGNING_KEY_ENV: "no key at all"})
     assert str(caught.value) == f"{SIGNING_KEY_ENV} is not an unencrypted PEM private key"
+
+
+@pytest.mark.parametrize("payload", [[], "sealed", 7, None])
+def test_a_seal_event_that_holds_no_object_is_invalid_not_overlooked(
+    journal_target: str, payload: object
+) -> None:
+    """A writer without the key appends an event typed ``run.sealed`` whose payload is no
+    object, chained and counted in the header: a seal holding anything but its claim
+    and signature is ``invalid`` (docs/signing.md); it was skipped as no seal at all,
+    the run read ``unsigned`` and the chain OK."""
+    from dissensus.store import canonical, chain_hash
+    from store_backends import raw
+
+    with Journal(journal_target, signer=OLD) as j:
+        j.create_run("r", kind="t", meta={})
+        j.append("r", "e", {"v": 1}, key="k1")
+        j.append("r", "run.finished", {}, key="run/finished")
+        last = list(j.events("r"))[-1]
+    seq = last.seq + 1
+    body = {
+        "run": "r",
+        "seq": seq,
+        "key": f"seal/{seq}",
+        "type": "run.sealed",
+        "case": None,
+        "at": last.at,
+        "payload": payload,
+    }
+    digest = chain_hash(last.hash, body)
+    raw(
+        journal_target,
+        "INSERT INTO events (run_id, seq, key, type, case_ref, at, payload, prev_hash, hash) "
+        "VALUES ('r', ?, ?, 'run.sealed', NULL, ?, ?, ?, ?)",
+        (seq, f"seal/{seq}", last.at, canonical(payload), last.hash, digest),
+    )
+    raw(
+        journal_target,
+        "UPDATE runs SET n_events = ?, head_hash = ? WHERE run_id = 'r'",
+        (seq + 1, digest),
+    )
+    with Journal(journal_target) as j:
+        report = j.verify("r", public_key=OLD.public_key)
+    assert not report.ok
+    assert any("a seal holds only" in p for p in report.problems), report.problems
+    assert report.signature == "invalid", report.signature_detail
