@@ -218,3 +218,29 @@ def test_a_seal_event_that_holds_no_object_is_invalid_not_overlooked(
     assert not report.ok
     assert any("a seal holds only" in p for p in report.problems), report.problems
     assert report.signature == "invalid", report.signature_detail
+
+
+def test_a_compared_certificate_says_its_comparison_is_not_signed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``negotiate --compare --json``'s output verified with a key: the certificate is
+    signed, the comparison beside it is not, and verify says so (it said only 'signature:
+    signed', and an edited comparison read as signed)."""
+    from dissensus.signing import SIGNING_KEY_ENV
+
+    problem = str(Path(__file__).resolve().parent.parent / "examples/concord/incident.yaml")
+    monkeypatch.setenv(SIGNING_KEY_ENV, OLD.private_pem())
+    capsys.readouterr()
+    assert main(["negotiate", problem, "--compare", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    monkeypatch.delenv(SIGNING_KEY_ENV)
+    doc["comparison"] = [{"strategy": "forged", "selected": "C1"}]
+    path = tmp_path / "compared.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    pub = _pub(tmp_path, "old", OLD)
+    assert main(["verify", str(path), "--public-key", str(pub)]) == 0
+    out = capsys.readouterr().out
+    assert "signature: signed (the certificate); not covered by the signature: comparison" in out
+    assert main(["verify", str(path), "--public-key", str(pub), "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["signature"] == "signed" and verdict["unsigned_fields"] == ["comparison"]

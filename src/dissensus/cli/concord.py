@@ -24,7 +24,10 @@
   (naming the first violated property), 2 unreadable (not JSON, not a JSON object). A
   JSON object that is not a certificate is ``invalid: schema``, exit 1; a DCI decision
   packet (or a ``deliberate --json`` line) too, unless ``--public-key`` is given, which
-  checks its signature.
+  checks its signature. The output of ``negotiate --compare --json`` is verified for its
+  certificate; with ``--public-key``, a signed one is said to leave ``comparison``
+  uncovered (``unsigned_fields`` under ``--json``), as a ``deliberate --json`` line's
+  fields beside its packet are.
 * ``dissensus bound --agents N --rounds R`` prints the cost bound.
 
 The model for LLM agents (and the "LLM picks" / "LLM writes" rows) is ``--model``, else
@@ -518,9 +521,10 @@ def verify(
     data = load_json_file(cert_file, what="certificate")
     if not isinstance(data, dict):
         raise InputError(f"{cert_file}: a certificate is a JSON object")
+    beside: list[str] = []  # fields beside the certificate: neither recomputed nor signed
     if set(data) == {"certificate", "comparison"} and isinstance(data["certificate"], dict):
         # The output of `negotiate --compare --json`: verify the certificate it holds.
-        data = data["certificate"]
+        data, beside = data["certificate"], ["comparison"]
     kind = signed_kind(data)
     if kind != "certificate" and key is not None:
         _verify_packet_signature(data, key, as_json)
@@ -537,6 +541,8 @@ def verify(
             doc["signature"] = status
         if detail is not None:
             doc["signature_detail"] = detail
+        if status == "signed" and beside:
+            doc["unsigned_fields"] = beside
         write_stdout(json.dumps(doc, indent=2) + "\n")
     elif verdict.valid:
         out_console.print(f"valid: {', '.join(verdict.checked)} hold")
@@ -544,6 +550,8 @@ def verify(
         out_console.print(f"invalid: {verdict.violated}: {shown(verdict.message)}", markup=False)
     if status is not None and not as_json:
         why = f" ({shown(detail)})" if detail is not None else ""
+        if status == "signed" and beside:
+            why = " (the certificate); not covered by the signature: " + ", ".join(beside)
         out_console.print(f"signature: {status}{why}", markup=False)
     ok = verdict.valid and status in (None, "signed")
     raise typer.Exit(code=EXIT_OK if ok else EXIT_FAILURE)
