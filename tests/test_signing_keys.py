@@ -244,3 +244,36 @@ def test_a_compared_certificate_says_its_comparison_is_not_signed(
     assert main(["verify", str(path), "--public-key", str(pub), "--json"]) == 0
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["signature"] == "signed" and verdict["unsigned_fields"] == ["comparison"]
+
+
+B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+@seed(20261206)
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_any_single_character_change_of_a_run_sealed_by_two_keys_fails_with_both(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    """With both keys of a rotation given, one character of one stored column of one
+    event replaced in place is never ``signed``: the ring checks each seal with its own
+    key, it does not loosen the check."""
+    from store_backends import raw
+
+    target = str(tmp_path_factory.mktemp("run") / "j.sqlite")
+    _rotated_run(target)
+    ((n,),) = raw(target, "SELECT COUNT(*) FROM events WHERE run_id = 'r'")
+    seq = data.draw(st.integers(0, n - 1))
+    column = data.draw(st.sampled_from(["key", "type", "at", "payload", "prev_hash", "hash"]))
+    ((text,),) = raw(target, f"SELECT {column} FROM events WHERE run_id = 'r' AND seq = ?", (seq,))
+    i = data.draw(st.integers(0, len(text) - 1))
+    c = data.draw(st.sampled_from(sorted(set(B64 + '"{}[],: .') - {text[i]})))
+    raw(
+        target,
+        f"UPDATE events SET {column} = ? WHERE run_id = 'r' AND seq = ?",
+        (text[:i] + c + text[i + 1 :], seq),
+    )
+    with Journal(target) as j:
+        report = j.verify("r", public_key=KeyRing([OLD.public_key, NEW.public_key]))
+    assert not report.ok, (seq, column, i, c)
+    assert report.signature != "signed", (seq, column, i, c, report)
