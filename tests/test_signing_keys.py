@@ -277,3 +277,26 @@ def test_any_single_character_change_of_a_run_sealed_by_two_keys_fails_with_both
         report = j.verify("r", public_key=KeyRing([OLD.public_key, NEW.public_key]))
     assert not report.ok, (seq, column, i, c)
     assert report.signature != "signed", (seq, column, i, c, report)
+
+
+def test_what_a_signature_covers_is_values_not_spellings_as_docs_signing_say() -> None:
+    """docs/signing.md: respellings of the same values verify; another value (85 for
+    85.0, -0.0 for 0.0, NFD for NFC) is invalid."""
+    doc = {"raw": 85.0, "zero": 0.0, "agent": "caf\u00e9", "n": 3}
+    text = json.dumps(sign_document(doc, OLD), indent=2, ensure_ascii=False)
+    same = [
+        text.replace('"raw": 85.0', '"raw": 8.5e1'),
+        text.replace('"raw": 85.0', '"raw": 85.000000000000000001'),
+        text.replace("caf\u00e9", "caf\\u00e9"),
+        json.dumps(json.loads(text)),
+    ]
+    other = [
+        text.replace('"raw": 85.0', '"raw": 85'),
+        text.replace('"zero": 0.0', '"zero": -0.0'),
+        text.replace("caf\u00e9", "cafe\u0301"),
+        text.replace('"n": 3', '"n": 3.0'),
+    ]
+    for i, variant in enumerate(same + other):
+        assert variant != text
+        status = document_status(json.loads(variant), OLD.public_key)
+        assert status == ("signed" if i < len(same) else "invalid"), (i, variant)
