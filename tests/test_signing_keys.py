@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, seed, settings
@@ -300,3 +301,54 @@ def test_what_a_signature_covers_is_values_not_spellings_as_docs_signing_say() -
         assert variant != text
         status = document_status(json.loads(variant), OLD.public_key)
         assert status == ("signed" if i < len(same) else "invalid"), (i, variant)
+
+
+def test_a_signed_certificate_verifies_through_every_door(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A certificate negotiate wrote with a key verified by the library, the service's
+    POST /v1/verify and the MCP tool: valid, as the command line says (each answered
+    'invalid: schema: signature: Extra inputs are not permitted')."""
+    import asyncio
+
+    pytest.importorskip("mcp")
+    from dissensus import calls
+    from dissensus import verify as library_verify
+    from dissensus.signing import SIGNING_KEY_ENV
+    from mcp_helpers import tool_data
+    from serve_helpers import auth, client_for, settings
+
+    problem = str(Path(__file__).resolve().parent.parent / "examples/concord/incident.yaml")
+    monkeypatch.setenv(SIGNING_KEY_ENV, OLD.private_pem())
+    out = tmp_path / "cert.json"
+    assert main(["negotiate", problem, "--out", str(out)]) == 0
+    monkeypatch.delenv(SIGNING_KEY_ENV)
+    cert = json.loads(out.read_text(encoding="utf-8"))
+    assert "signature" in cert
+    assert main(["verify", str(out)]) == 0
+    capsys.readouterr()
+    assert library_verify(cert).valid
+    assert calls.verify(cert).valid
+    assert calls.verify({"certificate": cert, "comparison": None}).valid
+
+    async def http() -> Any:
+        async with client_for(settings(tmp_path)) as client:
+            res = await client.post("/v1/verify", json=cert, headers=auth("sub"))
+            return res.status_code, res.json()
+
+    status, body = asyncio.run(asyncio.wait_for(http(), timeout=120))
+    assert status == 200 and body["valid"] is True, body
+
+    from mcp.client import Client
+
+    from dissensus.integrations.mcp import build_server
+
+    built = build_server(journal=str(tmp_path / "mcp.sqlite"), root=tmp_path)
+
+    async def mcp() -> Any:
+        async with Client(built) as client:
+            return await client.call_tool("verify_certificate", {"certificate": cert})
+
+    assert tool_data(asyncio.run(asyncio.wait_for(mcp(), timeout=120)))["valid"] is True
+    # An edit is still found through the doors, the signature set aside or not.
+    assert not library_verify({**cert, "floor": 0.99}).valid
