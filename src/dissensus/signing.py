@@ -35,6 +35,19 @@ Choices this module makes:
   or an edited ``key_id`` is a change of the signed document (or of a run's seal) that
   the signature itself does not cover, so it is ``invalid``, never ``signed``.
 
+* **The common mistakes named.** A ``$DISSENSUS_SIGNING_KEY`` that is no unencrypted
+  PEM private key says what it holds instead when that is a path to an existing file
+  (the variable takes the text), a public key, or an encrypted key; never any of its
+  text.
+* **Which key, by id.** A signature that does not check says why
+  (:func:`why_invalid`): signed by another key (both named by ``key_id``, the given one
+  by its file too), or under the given key's id but not verifying. A key's text is
+  never shown, nor a ``key_id`` that is not 16 hex digits (it is the forger's text).
+* **Several keys, each signature by its own.** A :class:`KeyRing` (``--public-key``
+  given more than once, a rotated key) checks a signature with the key its ``key_id``
+  names among those given: never with any key that happens to verify, and never with
+  a key not given.
+
 What a signature proves: the holder of the private key produced exactly this text (a
 run's head covers every event before it through the hash chain). What it does not
 prove: that the inputs were true, that the key was not stolen, when the text was signed
@@ -46,8 +59,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -64,14 +79,18 @@ __all__ = [
     "SIGNATURE_BYTES",
     "SIGNATURE_KEYS",
     "SIGNING_KEY_ENV",
+    "KeyRing",
     "PublicKey",
     "Signer",
+    "document_detail",
     "document_status",
     "load_public_key",
+    "load_public_keys",
     "sign_document",
     "signed_kind",
     "signer_from_env",
     "verify_text",
+    "why_invalid",
 ]
 
 SIGNING_KEY_ENV = "DISSENSUS_SIGNING_KEY"
@@ -88,16 +107,44 @@ def _key_id(public: Ed25519PublicKey) -> str:
 
 
 class PublicKey:
-    """An Ed25519 public key used to check signatures."""
+    """An Ed25519 public key used to check signatures (``source``: the file it was read
+    from, named in messages; never the key's text)."""
 
-    def __init__(self, key: Ed25519PublicKey) -> None:
+    def __init__(self, key: Ed25519PublicKey, *, source: str | None = None) -> None:
         self.key = key
         self.key_id = _key_id(key)
+        self.source = source
+
+    def find(self, key_id: object) -> PublicKey | None:
+        """The trusted key whose id is ``key_id`` (``None``: no such key given)."""
+        return self if key_id == self.key_id else None
+
+    def named(self) -> str:
+        """The key as messages name it: its id and the file it came from."""
+        return f"key {self.key_id}" + (f" from {self.source}" if self.source else "")
 
     def pem(self) -> str:
         return self.key.public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         ).decode("ascii")
+
+
+class KeyRing(PublicKey):
+    """Several trusted public keys (``--public-key`` given more than once): a signature
+    checks with the one its ``key_id`` names. A key rotated while a run lived leaves
+    seals by the old key and by the new one; each is checked with its own key."""
+
+    def __init__(self, keys: list[PublicKey]) -> None:
+        if not keys:
+            raise ValueError("a key ring needs at least one key")
+        super().__init__(keys[0].key, source=keys[0].source)
+        self.keys = {k.key_id: k for k in keys}
+
+    def find(self, key_id: object) -> PublicKey | None:
+        return self.keys.get(key_id) if isinstance(key_id, str) else None
+
+    def named(self) -> str:
+        return ", ".join(k.named() for k in self.keys.values())
 
 
 class Signer:
@@ -126,7 +173,9 @@ class Signer:
             key = serialization.load_pem_private_key(data, password=None)
         except (ValueError, TypeError) as exc:
             # The message never repeats the key text.
-            raise ConfigError(f"{source} is not an unencrypted PEM private key") from exc
+            raise ConfigError(
+                f"{source} is not an unencrypted PEM private key{_why_not(data)}"
+            ) from exc
         if not isinstance(key, Ed25519PrivateKey):
             raise ConfigError(f"{source} must be an Ed25519 private key, got {type(key).__name__}")
         return cls(key)
@@ -142,6 +191,24 @@ class Signer:
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
         ).decode("ascii")
+
+
+def _why_not(data: bytes) -> str:
+    """What a text that is no unencrypted PEM private key holds instead, when it is a
+    common mistake (never any of its text: it may be a key)."""
+    if b"ENCRYPTED PRIVATE KEY-----" in data or b"Proc-Type: 4,ENCRYPTED" in data:
+        return ": it is encrypted (openssl pkey -in KEY.pem -out PLAIN.pem writes it unencrypted)"
+    if b"PUBLIC KEY-----" in data and b"PRIVATE KEY-----" not in data:
+        return ": it holds a public key; signing needs the private key's PEM"
+    text = data.decode("utf-8", "replace").strip()
+    if b"-----BEGIN" not in data and "\n" not in text and len(text) < 4096:
+        with contextlib.suppress(OSError, ValueError):
+            if Path(text).expanduser().is_file():
+                return (
+                    ": it holds a file's path; it takes the PEM text itself "
+                    '(export DISSENSUS_SIGNING_KEY="$(cat FILE)")'
+                )
+    return ""
 
 
 def signer_from_env(environ: dict[str, str] | None = None) -> Signer | None:
@@ -189,7 +256,14 @@ def load_public_key(path: str | Path) -> PublicKey:
         raise InputError(f"{path}: not a PEM public key") from exc
     if not isinstance(key, Ed25519PublicKey):
         raise InputError(f"{path}: not an Ed25519 public key ({type(key).__name__})")
-    return PublicKey(key)
+    return PublicKey(key, source=str(path))
+
+
+def load_public_keys(paths: list[str] | tuple[str, ...]) -> PublicKey:
+    """The public key of one PEM file, or a :class:`KeyRing` of several (each file read
+    by :func:`load_public_key`)."""
+    keys = [load_public_key(path) for path in paths]
+    return keys[0] if len(keys) == 1 else KeyRing(keys)
 
 
 SIGNATURE_KEYS = frozenset({"alg", "key_id", "value"})
@@ -207,10 +281,11 @@ def verify_text(
     no other, ``key_id`` this key's, and ``value`` the standard base64 of 64 bytes in the
     one spelling the encoder gives (module docstring)."""
     value = signature.get("value")
+    checking = public_key.find(signature.get("key_id"))
     if (
         set(signature) != SIGNATURE_KEYS
         or signature.get("alg") != "ed25519"
-        or signature.get("key_id") != public_key.key_id
+        or checking is None
         or not isinstance(value, str)
     ):
         return "invalid"
@@ -223,10 +298,44 @@ def verify_text(
     if len(raw) != SIGNATURE_BYTES or base64.b64encode(raw).decode("ascii") != value:
         return "invalid"
     try:
-        public_key.key.verify(raw, text.encode("utf-8"))
+        checking.key.verify(raw, text.encode("utf-8"))
     except InvalidSignature:
         return "invalid"
     return "valid"
+
+
+_KEY_ID = re.compile(r"[0-9a-f]{16}")
+
+
+def why_invalid(signature: object, public_key: PublicKey) -> str:
+    """Why ``signature`` does not check with ``public_key`` (for a signature
+    :func:`verify_text` found ``invalid``): signed by another key (both named by id,
+    the given one by its file too), not written as a signature is, or a signature of
+    other content. Never the key's text; a ``key_id`` that is not one is not repeated."""
+    if not isinstance(signature, dict):
+        return "the signature is not a signature object"
+    if set(signature) != SIGNATURE_KEYS or signature.get("alg") != "ed25519":
+        return "the signature object holds other fields than alg (ed25519), key_id and value"
+    key_id = signature.get("key_id")
+    checking = public_key.find(key_id)
+    if checking is None:
+        readable = isinstance(key_id, str) and _KEY_ID.fullmatch(key_id)
+        by = f"key {key_id}" if readable else "a key_id that is no key's id"
+        return f"signed by {by}, not by the public key given ({public_key.named()})"
+    return (
+        f"signed under the id of {checking.named()}, but the signature does not verify: "
+        "the signed content or the signature changed"
+    )
+
+
+def document_detail(document: JsonObject, public_key: PublicKey) -> str | None:
+    """Why :func:`document_status` is not ``signed`` (``None`` when it is)."""
+    status = document_status(document, public_key)
+    if status == "signed":
+        return None
+    if status == "unsigned":
+        return "the document has no signature field"
+    return why_invalid(document.get(SIGNATURE_FIELD), public_key)
 
 
 def sign_document(document: JsonObject, signer: Signer) -> JsonObject:

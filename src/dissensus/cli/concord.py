@@ -24,7 +24,10 @@
   (naming the first violated property), 2 unreadable (not JSON, not a JSON object). A
   JSON object that is not a certificate is ``invalid: schema``, exit 1; a DCI decision
   packet (or a ``deliberate --json`` line) too, unless ``--public-key`` is given, which
-  checks its signature.
+  checks its signature. The output of ``negotiate --compare --json`` is verified for its
+  certificate; with ``--public-key``, a signed one is said to leave ``comparison``
+  uncovered (``unsigned_fields`` under ``--json``), as a ``deliberate --json`` line's
+  fields beside its packet are.
 * ``dissensus bound --agents N --rounds R`` prints the cost bound.
 
 The model for LLM agents (and the "LLM picks" / "LLM writes" rows) is ``--model``, else
@@ -498,10 +501,11 @@ def verify(
         ..., metavar="CERT.json", help="A certificate written by negotiate."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
-    public_key: str | None = typer.Option(
+    public_key: list[str] | None = typer.Option(
         None,
         "--public-key",
-        help="Ed25519 public key (PEM): also check the signature (certificate or decision packet).",
+        help="Ed25519 public key (PEM): also check the signature (certificate or decision "
+        "packet). Repeat it for a rotated key: the signature checks with the key it names.",
     ),
 ) -> None:
     """Recompute a CONCORD certificate from its raw scores; exit 1 naming the first violation.
@@ -510,16 +514,17 @@ def verify(
     a DCI decision packet (or a deliberate --json line) is checked for its signature only.
     """
     from dissensus.concord.verify import verify as verify_record
-    from dissensus.signing import document_status, load_public_key, signed_kind
+    from dissensus.signing import document_detail, document_status, load_public_keys, signed_kind
 
     check_input_path(cert_file)
-    key = load_public_key(public_key) if public_key is not None else None
+    key = load_public_keys(public_key) if public_key else None
     data = load_json_file(cert_file, what="certificate")
     if not isinstance(data, dict):
         raise InputError(f"{cert_file}: a certificate is a JSON object")
+    beside: list[str] = []  # fields beside the certificate: neither recomputed nor signed
     if set(data) == {"certificate", "comparison"} and isinstance(data["certificate"], dict):
         # The output of `negotiate --compare --json`: verify the certificate it holds.
-        data = data["certificate"]
+        data, beside = data["certificate"], ["comparison"]
     kind = signed_kind(data)
     if kind != "certificate" and key is not None:
         _verify_packet_signature(data, key, as_json)
@@ -529,17 +534,25 @@ def verify(
     data = {k: v for k, v in data.items() if k != "signature"}
     verdict = verify_record(data)
     status = document_status(signed, key) if key is not None else None
+    detail = document_detail(signed, key) if key is not None else None
     if as_json:
         doc = verdict.model_dump(mode="json")
         if status is not None:
             doc["signature"] = status
+        if detail is not None:
+            doc["signature_detail"] = detail
+        if status == "signed" and beside:
+            doc["unsigned_fields"] = beside
         write_stdout(json.dumps(doc, indent=2) + "\n")
     elif verdict.valid:
         out_console.print(f"valid: {', '.join(verdict.checked)} hold")
     else:
         out_console.print(f"invalid: {verdict.violated}: {shown(verdict.message)}", markup=False)
     if status is not None and not as_json:
-        out_console.print(f"signature: {status}", markup=False)
+        why = f" ({shown(detail)})" if detail is not None else ""
+        if status == "signed" and beside:
+            why = " (the certificate); not covered by the signature: " + ", ".join(beside)
+        out_console.print(f"signature: {status}{why}", markup=False)
     ok = verdict.valid and status in (None, "signed")
     raise typer.Exit(code=EXIT_OK if ok else EXIT_FAILURE)
 
@@ -561,11 +574,12 @@ def _not_a_certificate(as_json: bool) -> None:
 
 
 def _verify_packet_signature(data: JsonObject, key: Any, as_json: bool) -> None:
-    from dissensus.signing import document_status, signed_kind
+    from dissensus.signing import document_detail, document_status, signed_kind
 
     line = signed_kind(data) == "deliberation"
     packet = data.get("packet") if line else data
     status = document_status(packet, key) if isinstance(packet, dict) else "unsigned"
+    detail = document_detail(packet, key) if isinstance(packet, dict) else None
     differs: str | None = None
     uncovered: list[str] = []
     if line and status == "signed":
@@ -577,6 +591,8 @@ def _verify_packet_signature(data: JsonObject, key: Any, as_json: bool) -> None:
         doc: JsonObject = {"kind": "packet", "signature": status}
         if differs is not None:
             doc["differs"] = differs
+        elif detail is not None:
+            doc["signature_detail"] = detail
         if line and status == "signed":
             doc["unsigned_fields"] = uncovered
         write_stdout(json.dumps(doc, indent=2) + "\n")
@@ -593,7 +609,8 @@ def _verify_packet_signature(data: JsonObject, key: Any, as_json: bool) -> None:
             markup=False,
         )
     else:
-        out_console.print(f"decision packet: signature {status}", markup=False)
+        why = f" ({shown(detail)})" if detail is not None else ""
+        out_console.print(f"decision packet: signature {status}{why}", markup=False)
     raise typer.Exit(code=EXIT_OK if status == "signed" else EXIT_FAILURE)
 
 

@@ -323,9 +323,11 @@ def runs_verify(
     journal: JournalOpt = None,
     json_out: JsonOpt = False,
     public_key: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
-            "--public-key", help="Ed25519 public key (PEM): also check the run's signed head."
+            "--public-key",
+            help="Ed25519 public key (PEM): also check the run's signed head. Repeat it "
+            "for a rotated key: each seal checks with the key it names.",
         ),
     ] = None,
 ) -> None:
@@ -333,9 +335,9 @@ def runs_verify(
 
     With --public-key, exit 1 also when the run's head is unsigned or its signature invalid.
     """
-    from dissensus.signing import load_public_key
+    from dissensus.signing import load_public_keys
 
-    key = load_public_key(public_key) if public_key is not None else None
+    key = load_public_keys(public_key) if public_key else None
     with opened_journal(journal) as store:
         report = store.verify(run_id, public_key=key)
         # A run a live process executes is not finished yet: saying so, not that it was

@@ -4,7 +4,10 @@ carries the supporting arithmetic, for audit).
 :func:`verify` trusts nothing the record derived: it recomputes, in this order, and
 stops at the first violated property, which it names:
 
-1. ``schema``: the record parses, with exactly the certificate's fields;
+1. ``schema``: the record parses, with exactly the certificate's fields (a top-level
+   ``signature``, which ``negotiate`` adds under ``$DISSENSUS_SIGNING_KEY``, is set
+   aside: it is checked against a public key, :func:`dissensus.signing.document_status`,
+   not recomputed, so a signed certificate verifies through every door);
 2. ``floor``: floor and margin lie in [0, 1];
 3. ``covered``: the negotiating set is a largest component of the recorded graph
    (everyone on a group channel), no agent is listed twice (the bound is computed from
@@ -136,7 +139,8 @@ def _fail(prop: str, message: str) -> _Violation:
 
 
 def verify(data: JsonObject) -> Verdict:
-    """Check every property of a certificate (as parsed JSON)."""
+    """Check every property of a certificate (as parsed JSON; its ``signature`` set aside)."""
+    data = {k: v for k, v in data.items() if k != "signature"}
     checked: list[str] = []
     try:
         try:

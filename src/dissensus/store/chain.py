@@ -45,6 +45,9 @@ Choices this module makes:
   sequence number repeats another's (possible only once the table's key was dropped)
   could fall between two pages unread; the run's rows are also counted, and a count
   above the rows read in sequence order is a problem.
+* **A seal is an object.** An event typed ``run.sealed`` whose payload is no JSON
+  object is a seal holding something else (a problem, and ``invalid`` with a key), never
+  skipped as no seal.
 * **Seals** are checked for what they describe (the run, the count and head before
   them) always, and for their signature only with a public key
   (:func:`~dissensus.store.seals.seal_status`).
@@ -233,7 +236,13 @@ def check_chain(
             add(f"{where}: content does not match its hash")
         if row["type"] == ev.RUN_FINISHED:
             out.finished = True
-        if row["type"] == SEAL_TYPE and isinstance(payload, dict):
+        if row["type"] == SEAL_TYPE and not isinstance(payload, dict):
+            # Never written by a signer: a seal skipped here would leave the run read as
+            # merely unsigned after it, an edit of a seal as an append.
+            add(f"{where}: a seal holds only run, n_events, head and signature (an object)")
+            out.seals.append((seq, {}))
+            out.mismatched_seals.append(seq)
+        elif row["type"] == SEAL_TYPE:
             out.seals.append((seq, payload))
             if (
                 payload.get("n_events") != seq

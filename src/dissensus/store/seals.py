@@ -19,6 +19,11 @@ Choices this module makes:
 * **Never twice.** A run whose last event already is a seal is not sealed again.
 * **The key is the position**: a seal's key is ``seal/<n_events>``, so replaying a run
   never seals one head twice.
+* **Each seal by its own key.** Checked with several public keys (a
+  :class:`~dissensus.signing.KeyRing`: the signing key was rotated while the run lived),
+  each seal verifies with the key its ``key_id`` names among them. A seal that does not
+  verify is named with why: the key that signed it (by id) and the key(s) given (by id
+  and file), or the content that changed.
 """
 
 from __future__ import annotations
@@ -112,7 +117,7 @@ def seal_status(
     A seal whose signature verifies over a claim the chain no longer matches is
     ``invalid``: the signed content changed; so is a run whose event ``broken`` (the
     first whose own check failed: edited, moved, removed) comes before a seal."""
-    from dissensus.signing import verify_text
+    from dissensus.signing import verify_text, why_invalid
 
     if not seals:
         return "unsigned", "the run has no seal"
@@ -136,7 +141,7 @@ def seal_status(
             not isinstance(signature, dict)
             or verify_text(canonical(claim), signature, public_key) != "valid"
         ):
-            return "invalid", f"seal at event {seq} does not verify with this public key"
+            return "invalid", f"seal at event {seq}: {why_invalid(signature, public_key)}"
     last_seq = seals[-1][0]
     if last_seq != count - 1:
         return (

@@ -1,0 +1,354 @@
+"""Which key: a signature by another key is named (both key ids, the given key's file,
+never a key's text), and a key rotated while a run lived verifies with both keys given."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
+
+from dissensus.cli import main
+from dissensus.signing import (
+    KeyRing,
+    Signer,
+    document_detail,
+    document_status,
+    load_public_keys,
+    sign_document,
+)
+from dissensus.store import Journal
+
+OLD = Signer.generate()
+NEW = Signer.generate()
+STRANGER = Signer.generate()
+
+
+def _pub(tmp_path: Path, name: str, signer: Signer) -> Path:
+    path = tmp_path / f"{name}.pub.pem"
+    path.write_text(signer.public_key.pem(), encoding="utf-8")
+    return path
+
+
+def _rotated_run(target: str) -> None:
+    """Run ``r``: finished and sealed by ``OLD``, then a resolution sealed by ``NEW``."""
+    with Journal(target, signer=OLD) as j:
+        j.create_run("r", kind="t", meta={})
+        j.append("r", "e", {"v": 1}, key="k1")
+        j.append("r", "run.finished", {}, key="run/finished")
+    with Journal(target, signer=NEW) as j:
+        j.append("r", "case.resolved", {"decision": "1"}, key="case/1/resolved")
+
+
+def test_a_run_sealed_by_a_rotated_key_verifies_with_both_keys(journal_target: str) -> None:
+    _rotated_run(journal_target)
+    with Journal(journal_target) as j:
+        both = j.verify("r", public_key=KeyRing([OLD.public_key, NEW.public_key]))
+        assert both.ok and both.signature == "signed", both.signature_detail
+        old_only = j.verify("r", public_key=OLD.public_key)
+        new_only = j.verify("r", public_key=NEW.public_key)
+        stranger = j.verify("r", public_key=KeyRing([STRANGER.public_key, NEW.public_key]))
+    assert old_only.signature == "invalid"
+    assert f"signed by key {NEW.public_key.key_id}" in str(old_only.signature_detail)
+    assert OLD.public_key.key_id in str(old_only.signature_detail)
+    assert new_only.signature == "invalid"
+    assert f"signed by key {OLD.public_key.key_id}" in str(new_only.signature_detail)
+    assert stranger.signature == "invalid"  # a ring is no wildcard: each seal needs its key
+
+
+def test_runs_verify_names_the_keys_and_takes_several(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = str(tmp_path / "j.sqlite")
+    _rotated_run(target)
+    old, new = _pub(tmp_path, "old", OLD), _pub(tmp_path, "new", NEW)
+    capsys.readouterr()
+    assert main(["runs", "verify", "r", "--journal", target, "--public-key", str(old)]) == 1
+    err = capsys.readouterr().err
+    assert f"signed by key {NEW.public_key.key_id}" in err
+    assert f"key {OLD.public_key.key_id} from {old}" in err
+    assert OLD.private_pem() not in err and NEW.private_pem() not in err
+    args = ["runs", "verify", "r", "--journal", target, "--public-key", str(old)]
+    assert main([*args, "--public-key", str(new)]) == 0
+    assert "signature: signed" in capsys.readouterr().out
+
+
+def test_verify_of_a_document_says_which_key_signed_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    packet = {
+        "schema_version": "1",
+        "task_id": "t",
+        "question": "Which?",
+        "status": "complete",
+        "path": "converged",
+        "residual_objections": [],
+        "minority_report": [],
+    }
+    path = tmp_path / "packet.json"
+    path.write_text(json.dumps(sign_document(packet, OLD)), encoding="utf-8")
+    new, old = _pub(tmp_path, "new", NEW), _pub(tmp_path, "old", OLD)
+    capsys.readouterr()
+    assert main(["verify", str(path), "--public-key", str(new)]) == 1
+    out = capsys.readouterr().out
+    assert f"signed by key {OLD.public_key.key_id}" in out
+    assert f"key {NEW.public_key.key_id} from {new}" in out
+    assert main(["verify", str(path), "--public-key", str(new), "--public-key", str(old)]) == 0
+    assert "signature signed" in capsys.readouterr().out
+    assert main(["verify", str(path), "--public-key", str(new), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["signature"] == "invalid" and OLD.public_key.key_id in doc["signature_detail"]
+
+
+@seed(20261205)
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=8), max_size=4),
+    st.sampled_from(["old", "new", "stranger"]),
+    st.text(max_size=20),
+)
+def test_a_document_checks_only_with_the_key_it_names(
+    doc: dict[str, object], by: str, edit: str
+) -> None:
+    signers = {"old": OLD, "new": NEW, "stranger": STRANGER}
+    ring = KeyRing([OLD.public_key, NEW.public_key])
+    signed = sign_document(doc, signers[by])
+    want = "invalid" if by == "stranger" else "signed"
+    assert document_status(signed, ring) == want
+    assert (document_detail(signed, ring) is None) == (want == "signed")
+    changed = {**signed, "\x00edit": edit}  # any added field is a change the key did not sign
+    assert document_status(changed, ring) == "invalid"
+    assert "does not verify" in str(document_detail(changed, ring)) or by == "stranger"
+
+
+def test_a_key_id_that_is_no_key_id_is_not_repeated() -> None:
+    signed = sign_document({"a": 1}, OLD)
+    forged = {**signed, "signature": {**signed["signature"], "key_id": "\x1b[31m[bold]x"}}
+    detail = str(document_detail(forged, NEW.public_key))
+    assert "\x1b" not in detail and "[bold]" not in detail
+    assert "a key_id that is no key's id" in detail
+
+
+def test_an_empty_public_key_among_several_is_refused(tmp_path: Path) -> None:
+    from dissensus.errors import InputError
+
+    with pytest.raises(InputError, match="empty path"):
+        load_public_keys([str(_pub(tmp_path, "old", OLD)), ""])
+
+
+def test_a_signing_key_variable_holding_a_path_a_public_or_an_encrypted_key_says_so(
+    tmp_path: Path,
+) -> None:
+    """The common mistakes are named (never repeating the variable's text); before, each
+    was only 'not an unencrypted PEM private key'."""
+    from cryptography.hazmat.primitives import serialization
+
+    from dissensus.errors import ConfigError
+    from dissensus.signing import SIGNING_KEY_ENV, signer_from_env
+
+    key_file = tmp_path / "signing-key.pem"
+    key_file.write_text(OLD.private_pem(), encoding="utf-8")
+    encrypted = (
+        serialization.load_pem_private_key(OLD.private_pem().encode(), password=None)
+        .private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"pass"),
+        )
+        .decode()
+    )
+    cases = {
+        str(key_file): "it holds a file's path; it takes the PEM text itself",
+        OLD.public_key.pem(): "it holds a public key",
+        encrypted: "it is encrypted",
+    }
+    for value, words in cases.items():
+        with pytest.raises(ConfigError) as caught:
+            signer_from_env({SIGNING_KEY_ENV: value})
+        message = str(caught.value)
+        assert words in message and SIGNING_KEY_ENV in message
+        assert str(key_file) not in message and value.strip()[30:60] not in message
+    with pytest.raises(ConfigError) as caught:
+        signer_from_env({SIGNING_KEY_ENV: "no key at all"})
+    assert str(caught.value) == f"{SIGNING_KEY_ENV} is not an unencrypted PEM private key"
+
+
+@pytest.mark.parametrize("payload", [[], "sealed", 7, None])
+def test_a_seal_event_that_holds_no_object_is_invalid_not_overlooked(
+    journal_target: str, payload: object
+) -> None:
+    """A writer without the key appends an event typed ``run.sealed`` whose payload is no
+    object, chained and counted in the header: a seal holding anything but its claim
+    and signature is ``invalid`` (docs/signing.md); it was skipped as no seal at all,
+    the run read ``unsigned`` and the chain OK."""
+    from dissensus.store import canonical, chain_hash
+    from store_backends import raw
+
+    with Journal(journal_target, signer=OLD) as j:
+        j.create_run("r", kind="t", meta={})
+        j.append("r", "e", {"v": 1}, key="k1")
+        j.append("r", "run.finished", {}, key="run/finished")
+        last = list(j.events("r"))[-1]
+    seq = last.seq + 1
+    body = {
+        "run": "r",
+        "seq": seq,
+        "key": f"seal/{seq}",
+        "type": "run.sealed",
+        "case": None,
+        "at": last.at,
+        "payload": payload,
+    }
+    digest = chain_hash(last.hash, body)
+    raw(
+        journal_target,
+        "INSERT INTO events (run_id, seq, key, type, case_ref, at, payload, prev_hash, hash) "
+        "VALUES ('r', ?, ?, 'run.sealed', NULL, ?, ?, ?, ?)",
+        (seq, f"seal/{seq}", last.at, canonical(payload), last.hash, digest),
+    )
+    raw(
+        journal_target,
+        "UPDATE runs SET n_events = ?, head_hash = ? WHERE run_id = 'r'",
+        (seq + 1, digest),
+    )
+    with Journal(journal_target) as j:
+        report = j.verify("r", public_key=OLD.public_key)
+    assert not report.ok
+    assert any("a seal holds only" in p for p in report.problems), report.problems
+    assert report.signature == "invalid", report.signature_detail
+
+
+def test_a_compared_certificate_says_its_comparison_is_not_signed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``negotiate --compare --json``'s output verified with a key: the certificate is
+    signed, the comparison beside it is not, and verify says so (it said only 'signature:
+    signed', and an edited comparison read as signed)."""
+    from dissensus.signing import SIGNING_KEY_ENV
+
+    problem = str(Path(__file__).resolve().parent.parent / "examples/concord/incident.yaml")
+    monkeypatch.setenv(SIGNING_KEY_ENV, OLD.private_pem())
+    capsys.readouterr()
+    assert main(["negotiate", problem, "--compare", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    monkeypatch.delenv(SIGNING_KEY_ENV)
+    doc["comparison"] = [{"strategy": "forged", "selected": "C1"}]
+    path = tmp_path / "compared.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    pub = _pub(tmp_path, "old", OLD)
+    assert main(["verify", str(path), "--public-key", str(pub)]) == 0
+    out = capsys.readouterr().out
+    assert "signature: signed (the certificate); not covered by the signature: comparison" in out
+    assert main(["verify", str(path), "--public-key", str(pub), "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["signature"] == "signed" and verdict["unsigned_fields"] == ["comparison"]
+
+
+B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+@seed(20261206)
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_any_single_character_change_of_a_run_sealed_by_two_keys_fails_with_both(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    """With both keys of a rotation given, one character of one stored column of one
+    event replaced in place is never ``signed``: the ring checks each seal with its own
+    key, it does not loosen the check."""
+    from store_backends import raw
+
+    target = str(tmp_path_factory.mktemp("run") / "j.sqlite")
+    _rotated_run(target)
+    ((n,),) = raw(target, "SELECT COUNT(*) FROM events WHERE run_id = 'r'")
+    seq = data.draw(st.integers(0, n - 1))
+    column = data.draw(st.sampled_from(["key", "type", "at", "payload", "prev_hash", "hash"]))
+    ((text,),) = raw(target, f"SELECT {column} FROM events WHERE run_id = 'r' AND seq = ?", (seq,))
+    i = data.draw(st.integers(0, len(text) - 1))
+    c = data.draw(st.sampled_from(sorted(set(B64 + '"{}[],: .') - {text[i]})))
+    raw(
+        target,
+        f"UPDATE events SET {column} = ? WHERE run_id = 'r' AND seq = ?",
+        (text[:i] + c + text[i + 1 :], seq),
+    )
+    with Journal(target) as j:
+        report = j.verify("r", public_key=KeyRing([OLD.public_key, NEW.public_key]))
+    assert not report.ok, (seq, column, i, c)
+    assert report.signature != "signed", (seq, column, i, c, report)
+
+
+def test_what_a_signature_covers_is_values_not_spellings_as_docs_signing_say() -> None:
+    """docs/signing.md: respellings of the same values verify; another value (85 for
+    85.0, -0.0 for 0.0, NFD for NFC) is invalid."""
+    doc = {"raw": 85.0, "zero": 0.0, "agent": "caf\u00e9", "n": 3}
+    text = json.dumps(sign_document(doc, OLD), indent=2, ensure_ascii=False)
+    same = [
+        text.replace('"raw": 85.0', '"raw": 8.5e1'),
+        text.replace('"raw": 85.0', '"raw": 85.000000000000000001'),
+        text.replace("caf\u00e9", "caf\\u00e9"),
+        json.dumps(json.loads(text)),
+    ]
+    other = [
+        text.replace('"raw": 85.0', '"raw": 85'),
+        text.replace('"zero": 0.0', '"zero": -0.0'),
+        text.replace("caf\u00e9", "cafe\u0301"),
+        text.replace('"n": 3', '"n": 3.0'),
+    ]
+    for i, variant in enumerate(same + other):
+        assert variant != text
+        status = document_status(json.loads(variant), OLD.public_key)
+        assert status == ("signed" if i < len(same) else "invalid"), (i, variant)
+
+
+def test_a_signed_certificate_verifies_through_every_door(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A certificate negotiate wrote with a key verified by the library, the service's
+    POST /v1/verify and the MCP tool: valid, as the command line says (each answered
+    'invalid: schema: signature: Extra inputs are not permitted')."""
+    import asyncio
+
+    pytest.importorskip("mcp")
+    from dissensus import calls
+    from dissensus import verify as library_verify
+    from dissensus.signing import SIGNING_KEY_ENV
+    from mcp_helpers import tool_data
+    from serve_helpers import auth, client_for, settings
+
+    problem = str(Path(__file__).resolve().parent.parent / "examples/concord/incident.yaml")
+    monkeypatch.setenv(SIGNING_KEY_ENV, OLD.private_pem())
+    out = tmp_path / "cert.json"
+    assert main(["negotiate", problem, "--out", str(out)]) == 0
+    monkeypatch.delenv(SIGNING_KEY_ENV)
+    cert = json.loads(out.read_text(encoding="utf-8"))
+    assert "signature" in cert
+    assert main(["verify", str(out)]) == 0
+    capsys.readouterr()
+    assert library_verify(cert).valid
+    assert calls.verify(cert).valid
+    assert calls.verify({"certificate": cert, "comparison": None}).valid
+
+    async def http() -> Any:
+        async with client_for(settings(tmp_path)) as client:
+            res = await client.post("/v1/verify", json=cert, headers=auth("sub"))
+            return res.status_code, res.json()
+
+    status, body = asyncio.run(asyncio.wait_for(http(), timeout=120))
+    assert status == 200 and body["valid"] is True, body
+
+    from mcp.client import Client
+
+    from dissensus.integrations.mcp import build_server
+
+    built = build_server(journal=str(tmp_path / "mcp.sqlite"), root=tmp_path)
+
+    async def mcp() -> Any:
+        async with Client(built) as client:
+            return await client.call_tool("verify_certificate", {"certificate": cert})
+
+    assert tool_data(asyncio.run(asyncio.wait_for(mcp(), timeout=120)))["valid"] is True
+    # An edit is still found through the doors, the signature set aside or not.
+    assert not library_verify({**cert, "floor": 0.99}).valid
