@@ -6,6 +6,9 @@ Choices this module makes:
 
 * ``runs resume`` checks the run can be resumed and that its input file is still there
   before anything is decided, and ends with the records of an uninterrupted run.
+* ``runs resume --output`` / ``--rejects`` never name a file the run reads: its
+  journal, its input, or a file its ``run.started`` names (the policy and the files the
+  policy names), checked before anything is written.
 * ``runs resume`` of a run another live process executes exits 2 at once, naming that
   process: its lease is looked at before the chain is verified or anything replayed.
 * ``runs resume`` of a finished run prints its journalled records (exit 3 when it had
@@ -439,6 +442,22 @@ def said_resume_interrupted(run_id: str, journal: str | None) -> int:
     return EXIT_INTERRUPTED
 
 
+def _run_reads(target: str, path: object, started: JsonObject) -> dict[str, str | None]:
+    """What a resumed run reads, ``label -> path``: the journal, its input file and every
+    file its ``run.started`` names (the policy and the files the policy names), which
+    ``--output`` and ``--rejects`` may not overwrite."""
+    reads: dict[str, str | None] = {"--journal": target}
+    if isinstance(path, str):
+        reads["the run's input"] = path
+    files = started.get("files")
+    for i, entry in enumerate(files if isinstance(files, list) else []):
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+            continue
+        label = f"the run's {entry.get('role') or 'file'}"
+        reads[label if label not in reads else f"{label} ({i})"] = entry["path"]
+    return reads
+
+
 def _resume(
     run_id: str,
     journal: str | None,
@@ -466,9 +485,10 @@ def _resume(
         started = store.get(run_id, "run/started")
         source = started.payload["input"] if started else {}
         path = source.get("path")
-        inputs = [target, path]
+        inputs = _run_reads(target, path, started.payload if started else {})
         check_output_path(output, option="--output", inputs=inputs)
-        check_output_path(rejects, option="--rejects", inputs=[*inputs, output])
+        inputs["--output"] = output
+        check_output_path(rejects, option="--rejects", inputs=inputs)
         # A finished run is replayed from the journal alone: its input may be gone.
         present = path not in (None, "-") and os.path.isfile(str(path))
         if path not in (None, "-") and not present and not is_finished(store, run_id):
