@@ -488,3 +488,24 @@ def test_runs_resume_never_overwrites_the_policy_or_a_file_it_names(
     assert (
         "the run's policy" in cli("runs", "resume", "R", "--journal", journal, option, policy).err
     )
+
+
+@pytest.mark.parametrize("option", ["-o", "--rejects"])
+def test_runs_resume_never_overwrites_the_runs_model_recording(tmp_path: Path, option: str) -> None:
+    """``runs resume -o`` naming the recording of the run's ``record:FILE:...`` model is
+    refused before anything is written: the records replaced the recorded calls."""
+    from pipeline_cases import crash_script, panel, write_jsonl
+
+    script = crash_script(tmp_path / "script.yaml")
+    recording = tmp_path / "rec.jsonl"
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(2000)])
+    journal = tmp_path / "j.sqlite"
+    res = cli("decide", inp, "--similarity", "tfidf", "--journal", journal, "--run-id", "R",
+              "--model", f"record:{recording}:scripted:{script}", "--json",
+              "--deadline", "0.001")  # fmt: skip
+    assert res.code == 1, res.err
+    recording.write_text("kept\n", encoding="utf-8")
+    res = cli("runs", "resume", "R", "--journal", journal, option, recording)
+    assert res.code == 2, res.err
+    assert "recording of the run's model spec" in res.err and str(recording) in res.err, res.err
+    assert recording.read_text(encoding="utf-8") == "kept\n"

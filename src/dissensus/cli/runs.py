@@ -7,8 +7,9 @@ Choices this module makes:
 * ``runs resume`` checks the run can be resumed and that its input file is still there
   before anything is decided, and ends with the records of an uninterrupted run.
 * ``runs resume --output`` / ``--rejects`` never name a file the run reads: its
-  journal, its input, or a file its ``run.started`` names (the policy and the files the
-  policy names), checked before anything is written.
+  journal, its input, a file its ``run.started`` names (the policy and the files the
+  policy names) or the recording of one of its model specs (``record:FILE:...``, which
+  the resumed run appends to), checked before anything is written.
 * ``runs resume`` of a run another live process executes exits 2 at once, naming that
   process: its lease is looked at before the chain is verified or anything replayed.
 * ``runs resume`` of a finished run prints its journalled records (exit 3 when it had
@@ -54,6 +55,7 @@ from dissensus.errors import InputError
 from dissensus.quoting import message_line
 
 if TYPE_CHECKING:
+    from dissensus.store import Journal
     from dissensus.store.events import Event, EventRow
     from dissensus.types import JsonObject
 from dissensus.cli.decide import (
@@ -458,6 +460,29 @@ def _run_reads(target: str, path: object, started: JsonObject) -> dict[str, str 
     return reads
 
 
+def _check_not_a_recording(store: Journal, run_id: str, outputs: dict[str, str | None]) -> None:
+    """Refuse (exit 2) an output that is the recording (``record:FILE:...``) of one of
+    the run's model specs: the resumed run appends its model calls there."""
+    from dissensus.files import same_file
+    from dissensus.pipeline.batch import run_spec
+
+    given = {option: path for option, path in outputs.items() if path not in (None, "-")}
+    if not given:
+        return
+    spec = run_spec(store, run_id)
+    for model in (spec.model, *spec.policy.seek_context.models.values()):
+        while model and model.startswith("record:"):
+            recording, sep, model = model[len("record:") :].partition(":")
+            for option, path in given.items():
+                what = "rejects file" if option == "--rejects" else "output file"
+                if sep and recording and same_file(str(path), recording):
+                    raise InputError(
+                        f"cannot write the {what} {path} ({option}): it is the "
+                        f"recording of the run's model spec (record:{recording}:...); "
+                        "refusing to overwrite it"
+                    )
+
+
 def _resume(
     run_id: str,
     journal: str | None,
@@ -489,6 +514,7 @@ def _resume(
         check_output_path(output, option="--output", inputs=inputs)
         inputs["--output"] = output
         check_output_path(rejects, option="--rejects", inputs=inputs)
+        _check_not_a_recording(store, run_id, {"--output": output, "--rejects": rejects})
         # A finished run is replayed from the journal alone: its input may be gone.
         present = path not in (None, "-") and os.path.isfile(str(path))
         if path not in (None, "-") and not present and not is_finished(store, run_id):
