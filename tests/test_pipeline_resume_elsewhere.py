@@ -53,3 +53,32 @@ def test_a_run_resumed_elsewhere_asks_the_model_its_decide_named(tmp_path: Path,
     assert not any("re-ask failed" in str(r["reason"]) for r in resumed)
     strip = [{k: v for k, v in r.items() if k != "review_id"} for r in whole]
     assert [{k: v for k, v in r.items() if k != "review_id"} for r in resumed] == strip
+
+
+def test_a_run_whose_model_file_is_gone_is_not_resumed_into_failed_followups(
+    tmp_path: Path,
+) -> None:
+    """``runs resume`` of an unfinished run whose ``scripted:`` file is gone exits 2 naming
+    the spec, before anything runs (it finished the run with every follow-up failed and
+    its cases in review, for good); with the file back it ends as an uninterrupted run."""
+    script = crash_script(tmp_path / "script.yaml")
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    policy = write_policy(tmp_path / "policy.yaml", {"budget": {"max_calls": 100000}})
+    journal = tmp_path / "j.sqlite"
+    args = ("--policy", policy, "--journal", journal, "--json", "--model", f"scripted:{script}")
+    res = cli("decide", inp, "--run-id", "W", *args)
+    assert res.code == 0, res.err
+    whole = _records(res.out)
+    res = cli("decide", inp, "--run-id", "R", *args, "--deadline", "0.05")
+    assert res.code == 1, res.err
+    kept = script.read_bytes()
+    script.unlink()
+    res = cli("runs", "resume", "R", "--journal", journal, "--json")
+    assert res.code == 2, res.err
+    assert "cannot resume run R" in res.err and str(script) in res.err, res.err
+    assert res.out == ""
+    script.write_bytes(kept)
+    res = cli("runs", "resume", "R", "--journal", journal, "--json")
+    assert res.code == 0, res.err
+    strip = [{k: v for k, v in r.items() if k != "review_id"} for r in whole]
+    assert [{k: v for k, v in r.items() if k != "review_id"} for r in _records(res.out)] == strip

@@ -10,6 +10,9 @@ Choices this module makes:
   journal, its input, a file its ``run.started`` names (the policy and the files the
   policy names) or the recording of one of its model specs (``record:FILE:...``, which
   the resumed run appends to), checked before anything is written.
+* ``runs resume`` of an unfinished run whose journalled model specs can no longer make
+  a backend (a ``scripted:`` / ``replay:`` file gone) exits 2 naming the spec before
+  anything runs, as ``decide`` does: never a run finished with every follow-up failed.
 * ``runs resume`` of a run another live process executes exits 2 at once, naming that
   process: its lease is looked at before the chain is verified or anything replayed.
 * ``runs resume`` of a finished run prints its journalled records (exit 3 when it had
@@ -483,6 +486,32 @@ def _check_not_a_recording(store: Journal, run_id: str, outputs: dict[str, str |
                     )
 
 
+def _check_models(store: Journal, run_id: str) -> None:
+    """Refuse (exit 2) to resume a run whose journalled model specs can no longer make a
+    backend (a ``scripted:`` or ``replay:`` file gone, no key for ``openai:``), as
+    ``decide`` refuses them before a run exists: every follow-up the run still had to
+    make would fail and its case go to review, and the finished run would keep that."""
+    from dissensus.errors import ConfigError
+    from dissensus.llm.resolve import check_model_spec
+    from dissensus.pipeline.batch import run_spec
+
+    spec = run_spec(store, run_id)
+    agents = spec.policy.seek_context.models
+    for field, model in (
+        ("model", spec.model),
+        *((f"seek_context.models.{a}", m) for a, m in agents.items()),
+    ):
+        if not model:
+            continue
+        try:
+            check_model_spec(model)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"cannot resume run {run_id}: its {field} cannot be used: {exc.inner()}",
+                field=field,
+            ) from None
+
+
 def _resume(
     run_id: str,
     journal: str | None,
@@ -519,6 +548,8 @@ def _resume(
         present = path not in (None, "-") and os.path.isfile(str(path))
         if path not in (None, "-") and not present and not is_finished(store, run_id):
             raise InputError(f"cannot resume run {run_id}: its input file is gone: {path}")
+        if not is_finished(store, run_id):
+            _check_models(store, run_id)
         try:
             lines = present and progress_enabled()
             total = count_lines(str(path)) if lines else None
