@@ -461,3 +461,51 @@ def test_a_path_through_a_file_descriptor_is_written_in_place(tmp_path: Path) ->
         assert held.read_text(encoding="utf-8") == "through the descriptor\n"
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("option", ["-o", "--rejects"])
+def test_runs_resume_never_overwrites_the_policy_or_a_file_it_names(
+    tmp_path: Path, option: str
+) -> None:
+    """``runs resume -o`` (or ``--rejects``) naming the run's policy file (or its input)
+    is refused before anything is written: it replaced the policy with the
+    run's records, as ``decide`` refuses the same paths."""
+    from pipeline_cases import panel, write_jsonl
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("reading:\n  similarity: tfidf\n", encoding="utf-8")
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(2000)])
+    journal = tmp_path / "j.sqlite"
+    res = cli("decide", inp, "--policy", policy, "--journal", journal, "--run-id", "R",
+              "--json", "--deadline", "0.001")  # fmt: skip
+    assert res.code == 1, res.err
+    before = {p: p.read_bytes() for p in (policy, inp)}
+    for target in (policy, inp):
+        res = cli("runs", "resume", "R", "--journal", journal, option, target)
+        assert res.code == 2, res.err
+        assert "same file as" in res.err and str(target) in res.err, res.err
+        assert {p: p.read_bytes() for p in before} == before
+    assert (
+        "the run's policy" in cli("runs", "resume", "R", "--journal", journal, option, policy).err
+    )
+
+
+@pytest.mark.parametrize("option", ["-o", "--rejects"])
+def test_runs_resume_never_overwrites_the_runs_model_recording(tmp_path: Path, option: str) -> None:
+    """``runs resume -o`` naming the recording of the run's ``record:FILE:...`` model is
+    refused before anything is written: the records replaced the recorded calls."""
+    from pipeline_cases import crash_script, panel, write_jsonl
+
+    script = crash_script(tmp_path / "script.yaml")
+    recording = tmp_path / "rec.jsonl"
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(2000)])
+    journal = tmp_path / "j.sqlite"
+    res = cli("decide", inp, "--similarity", "tfidf", "--journal", journal, "--run-id", "R",
+              "--model", f"record:{recording}:scripted:{script}", "--json",
+              "--deadline", "0.001")  # fmt: skip
+    assert res.code == 1, res.err
+    recording.write_text("kept\n", encoding="utf-8")
+    res = cli("runs", "resume", "R", "--journal", journal, option, recording)
+    assert res.code == 2, res.err
+    assert "recording of the run's model spec" in res.err and str(recording) in res.err, res.err
+    assert recording.read_text(encoding="utf-8") == "kept\n"

@@ -6,6 +6,13 @@ Choices this module makes:
 
 * ``runs resume`` checks the run can be resumed and that its input file is still there
   before anything is decided, and ends with the records of an uninterrupted run.
+* ``runs resume --output`` / ``--rejects`` never name a file the run reads: its
+  journal, its input, a file its ``run.started`` names (the policy and the files the
+  policy names) or the recording of one of its model specs (``record:FILE:...``, which
+  the resumed run appends to), checked before anything is written.
+* ``runs resume`` of an unfinished run whose journalled model specs can no longer make
+  a backend (a ``scripted:`` / ``replay:`` file gone) exits 2 naming the spec before
+  anything runs, as ``decide`` does: never a run finished with every follow-up failed.
 * ``runs resume`` of a run another live process executes exits 2 at once, naming that
   process: its lease is looked at before the chain is verified or anything replayed.
 * ``runs resume`` of a finished run prints its journalled records (exit 3 when it had
@@ -51,6 +58,7 @@ from dissensus.errors import InputError
 from dissensus.quoting import message_line
 
 if TYPE_CHECKING:
+    from dissensus.store import Journal
     from dissensus.store.events import Event, EventRow
     from dissensus.types import JsonObject
 from dissensus.cli.decide import (
@@ -441,6 +449,71 @@ def said_resume_interrupted(run_id: str, journal: str | None) -> int:
     return EXIT_INTERRUPTED
 
 
+def _run_reads(target: str, path: object, started: JsonObject) -> dict[str, str | None]:
+    """What a resumed run reads, ``label -> path``: the journal, its input file and every
+    file its ``run.started`` names (the policy and the files the policy names), which
+    ``--output`` and ``--rejects`` may not overwrite."""
+    reads: dict[str, str | None] = {"--journal": target}
+    if isinstance(path, str):
+        reads["the run's input"] = path
+    files = started.get("files")
+    for i, entry in enumerate(files if isinstance(files, list) else []):
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+            continue
+        label = f"the run's {entry.get('role') or 'file'}"
+        reads[label if label not in reads else f"{label} ({i})"] = entry["path"]
+    return reads
+
+
+def _check_not_a_recording(store: Journal, run_id: str, outputs: dict[str, str | None]) -> None:
+    """Refuse (exit 2) an output that is the recording (``record:FILE:...``) of one of
+    the run's model specs: the resumed run appends its model calls there."""
+    from dissensus.files import same_file
+    from dissensus.pipeline.batch import run_spec
+
+    given = {option: path for option, path in outputs.items() if path not in (None, "-")}
+    if not given:
+        return
+    spec = run_spec(store, run_id)
+    for model in (spec.model, *spec.policy.seek_context.models.values()):
+        while model and model.startswith("record:"):
+            recording, sep, model = model[len("record:") :].partition(":")
+            for option, path in given.items():
+                what = "rejects file" if option == "--rejects" else "output file"
+                if sep and recording and same_file(str(path), recording):
+                    raise InputError(
+                        f"cannot write the {what} {path} ({option}): it is the "
+                        f"recording of the run's model spec (record:{recording}:...); "
+                        "refusing to overwrite it"
+                    )
+
+
+def _check_models(store: Journal, run_id: str) -> None:
+    """Refuse (exit 2) to resume a run whose journalled model specs can no longer make a
+    backend (a ``scripted:`` or ``replay:`` file gone, no key for ``openai:``), as
+    ``decide`` refuses them before a run exists: every follow-up the run still had to
+    make would fail and its case go to review, and the finished run would keep that."""
+    from dissensus.errors import ConfigError
+    from dissensus.llm.resolve import check_model_spec
+    from dissensus.pipeline.batch import run_spec
+
+    spec = run_spec(store, run_id)
+    agents = spec.policy.seek_context.models
+    for field, model in (
+        ("model", spec.model),
+        *((f"seek_context.models.{a}", m) for a, m in agents.items()),
+    ):
+        if not model:
+            continue
+        try:
+            check_model_spec(model)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"cannot resume run {run_id}: its {field} cannot be used: {exc.inner()}",
+                field=field,
+            ) from None
+
+
 def _resume(
     run_id: str,
     journal: str | None,
@@ -468,13 +541,17 @@ def _resume(
         started = store.get(run_id, "run/started")
         source = started.payload["input"] if started else {}
         path = source.get("path")
-        inputs = [target, path]
+        inputs = _run_reads(target, path, started.payload if started else {})
         check_output_path(output, option="--output", inputs=inputs)
-        check_output_path(rejects, option="--rejects", inputs=[*inputs, output])
+        inputs["--output"] = output
+        check_output_path(rejects, option="--rejects", inputs=inputs)
+        _check_not_a_recording(store, run_id, {"--output": output, "--rejects": rejects})
         # A finished run is replayed from the journal alone: its input may be gone.
         present = path not in (None, "-") and os.path.isfile(str(path))
         if path not in (None, "-") and not present and not is_finished(store, run_id):
             raise InputError(f"cannot resume run {run_id}: its input file is gone: {path}")
+        if not is_finished(store, run_id):
+            _check_models(store, run_id)
         try:
             lines = present and progress_enabled()
             total = count_lines(str(path)) if lines else None

@@ -775,11 +775,17 @@ def with_model_files_under(policy: Policy, base: Path, *, file: str | None = Non
 
 
 def relative_model_spec(
-    spec: str, base: Path, *, file: str | None = None, field: str | None = None
+    spec: str,
+    base: Path,
+    *,
+    file: str | None = None,
+    field: str | None = None,
+    confine: bool = True,
 ) -> str:
     """``spec`` with a relative file of ``scripted:``, ``replay:`` or ``record:FILE:...``
     under ``base``; a :class:`ConfigError` naming ``file`` and ``field`` (the policy's
-    file and the spec's field) for a recording outside ``base``."""
+    file and the spec's field) for a recording outside ``base`` (unless not
+    ``confine``: a caller's own spec, made absolute under the working directory)."""
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:
         return spec
@@ -791,7 +797,7 @@ def relative_model_spec(
             return spec
         if not Path(path).is_absolute():
             inside = (base / path).resolve()
-            if not inside.is_relative_to(base.resolve()):
+            if confine and not inside.is_relative_to(base.resolve()):
                 # A policy writes recordings only beside itself unless it names an absolute path.
                 raise ConfigError(
                     f"record: file {path!r} leaves the policy's directory; give an absolute path",
@@ -799,5 +805,6 @@ def relative_model_spec(
                     field=field,
                 )
             path = str(base / path)
-        return f"record:{path}:{relative_model_spec(inner, base, file=file, field=field)}"
+        inner = relative_model_spec(inner, base, file=file, field=field, confine=confine)
+        return f"record:{path}:{inner}"
     return spec

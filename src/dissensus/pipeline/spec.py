@@ -22,6 +22,9 @@ Choices this module makes:
   ``acceptance.model``.
 * **The model.** ``model=`` overrides the policy's ``seek_context.model``, which overrides
   ``$DISSENSUS_MODEL`` (read from ``environ``, default the process environment). The
+  relative files of ``model=`` and of ``$DISSENSUS_MODEL`` are relative to the working
+  directory and journalled absolute, so a run resumed from another directory reads
+  (and records into) the same files. The
   resolved spec is checked (its files read, nothing contacted) before any run exists, and
   so is every agent's own model spec (``seek_context.models``), whether or not the run
   will need it (a recorded re-ask calls no model): a bad spec is a configuration error
@@ -250,6 +253,10 @@ class RunSpec(BaseModel):
                     ) from None
             _check_agent_models(pol, policy_file, checked, read)
             _check_budget_pays(pol, policy_file, spec_model)
+            if spec_model and spec_model != pol.seek_context.model:
+                # The caller's spec (model=, the environment) names files relative to the
+                # working directory: journalled absolute, a resume from elsewhere reads them.
+                spec_model = relative_model_spec(spec_model, Path.cwd(), confine=False)
             # A Policy built in code may come with its members open (_check_panel_models).
             if policy_file is not None or from_data:
                 _check_panel_models(pol, policy_file, base, checked, read)
