@@ -87,7 +87,7 @@ from pydantic import (
     model_validator,
 )
 
-from dissensus.acceptance.bound import StratumFigures
+from dissensus.acceptance.bound import StratumFigures, target_words
 from dissensus.acceptance.families import FAMILIES, FamilyFigures
 from dissensus.acceptance.features import bad_value
 from dissensus.acceptance.fit import LogisticModel
@@ -561,8 +561,8 @@ class AcceptanceFile(BaseModel):
         if self.threshold is None:
             return f"acceptance accepts nothing: {self.threshold_reason}"
         return (
-            f"auto-accepted cases: precision >= {self.target_precision:.2f} with probability >= "
-            f"{1 - self.delta:.2f} if these panels are exchangeable with the {self.calibration_n} calibration cases "
+            f"auto-accepted cases: precision >= {target_words(self.target_precision)} with "
+            f"probability >= {target_words(1 - self.delta)} if these panels are exchangeable with the {self.calibration_n} calibration cases "
             f"(score family {self.family})"
         )
 
