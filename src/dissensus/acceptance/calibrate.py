@@ -17,7 +17,10 @@ still counts (its best candidate is wrong). The model's features are
 gold is one label, no ``option=<label>`` feature (it could learn only that label; the
 file is still written, and ``calibrate-acceptance`` warns that the guarantee holds only
 for cases drawn like these). With ``strata``, a stratum too small to
-be calibrated is refused before anything is fitted (:func:`check_strata`). Under the
+be calibrated is refused before anything is fitted (:func:`check_strata`), and
+:func:`apply_acceptance` accepts no case of a stratum the file was not calibrated on (a
+stratified guarantee holds in each stratum calibrated, and says nothing of another: a
+file calibrated on two adversarial subsets committed 88 of 100 cases of a third). Under the
 ``split`` family rule the file's ``calibration_n`` and figures are those of the half
 that tested the threshold (what the bound counted), ``selection_n`` the half that
 chose the family; the shift reference keeps both. The cases are taken to be distinct: the
@@ -416,6 +419,21 @@ def model_for(
     return fold_index(candidates, len(acc.models))
 
 
+def _uncovered_stratum(acc: AcceptanceFile, stratum: str | None) -> str | None:
+    """Why a case of ``stratum`` is outside a stratified file's guarantee (a stratum the
+    file was not calibrated on), or ``None`` when the file covers it."""
+    if stratum is None or not acc.strata_field or not acc.strata:
+        return None
+    known = [s.stratum for s in acc.strata]
+    if file_stratum(stratum, known) in known:
+        return None
+    return (
+        f"learned acceptance: stratum {stratum!r} ({acc.strata_field!r}) is none of the "
+        f"{len(known)} strata the acceptance file was calibrated on ({named(known)}); "
+        "its guarantee holds in those alone"
+    )
+
+
 def apply_acceptance(
     acc: AcceptanceFile,
     candidates: Sequence[Candidate],
@@ -425,7 +443,9 @@ def apply_acceptance(
 ) -> AcceptanceVerdict:
     """Score ``candidates`` with ``acc`` and compare with its threshold.
 
-    ``stratum`` is the case's value of the calibration's strata field, when it has one;
+    ``stratum`` is the case's value of the calibration's strata field, when it has one
+    (a stratum the file was not calibrated on is not accepted: the guarantee is per
+    stratum, and no stratum of the file is that one);
     ``key`` is the case's :func:`~dissensus.acceptance.fit.case_key` (every door that
     decides a panel passes it, so a case meets the same fold model through each).
     """
@@ -452,6 +472,9 @@ def apply_acceptance(
         return AcceptanceVerdict(
             accepted=False, reason="no candidate answer to accept (every agent abstained)", **common
         )
+    uncovered = _uncovered_stratum(acc, stratum)
+    if uncovered is not None:
+        return AcceptanceVerdict(accepted=False, reason=uncovered, **common)
     if score >= acc.threshold:
         return AcceptanceVerdict(
             accepted=True,
