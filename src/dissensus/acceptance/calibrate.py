@@ -44,7 +44,11 @@ numbers strictly between 0 and 1 (not a boolean or a quoted number), ``min_accep
 non-negative integer, one gold (and stratum and key, when given) per case; otherwise an
 :class:`~dissensus.errors.InputError` naming the argument, where a negative
 ``min_accepted`` was a pydantic traceback after the whole fit and a quoted ``delta`` a
-``TypeError``.
+``TypeError``. Each gold is read as a decision is (:func:`~dissensus.types.gold_label`, as
+``calibrate-acceptance`` reads ``meta.gold``): golds given as numbers (``[1, 2, ...]``,
+a NumPy array) were compared with the candidates' string labels and every case counted
+wrong, so the file accepted nothing without a word; a gold that names no decision
+(``None``, blank) is an :class:`~dissensus.errors.InputError` naming ``golds[i]``.
 
 ``judged`` marks the cases acceptance would judge under the deciding policy (its routing
 and guard: :func:`dissensus.pipeline.gates.judged_by_acceptance`; ``calibrate-acceptance``
@@ -84,7 +88,7 @@ from dissensus.acceptance.fit import (
 )
 from dissensus.acceptance.shift import reference
 from dissensus.errors import ConfigError, InputError
-from dissensus.types import AcceptanceFigures, normalise_label
+from dissensus.types import AcceptanceFigures, gold_label, normalise_label
 
 __all__ = [
     "MISSING_STRATUM",
@@ -149,6 +153,30 @@ def _check_arguments(
             raise error
 
 
+def _gold_labels(golds: Sequence[object]) -> list[str]:
+    """Each gold read as a decision is (:func:`~dissensus.types.gold_label`: ``2`` and
+    ``2.0`` are ``"2"``, ``True`` is ``"true"``; a NumPy scalar as its Python value), or
+    an :class:`~dissensus.errors.InputError` naming ``golds[i]`` for one that names no
+    decision (``None``, blank, a list, a non-finite number)."""
+    out: list[str] = []
+    for i, raw in enumerate(golds):
+        value = raw
+        if not isinstance(value, str) and hasattr(value, "item"):
+            value = value.item()  # a NumPy scalar: its Python number
+        try:
+            label = gold_label({"gold": value})
+        except ValueError as exc:
+            label, why = None, str(exc)
+        else:
+            why = "the gold decision is missing (None)"
+        if label is None:
+            error = InputError(f"golds[{i}]: {why}; every case needs the decision that was right")
+            error.field = f"golds.{i}"
+            raise error
+        out.append(label)
+    return out
+
+
 def calibrate(
     cases: Sequence[Sequence[Candidate]],
     golds: Sequence[str],
@@ -184,6 +212,7 @@ def calibrate(
         cases, golds, target=target, delta=delta, min_accepted=min_accepted, strata=strata,
         keys=keys,
     )  # fmt: skip
+    golds = _gold_labels(golds)
     compete = (
         list(DEFAULT_FAMILIES)
         if family is None
