@@ -60,3 +60,12 @@ def test_a_stratum_a_file_named_the_older_way_is_still_covered() -> None:
 def test_a_file_without_strata_judges_every_case() -> None:
     acc = load_acceptance(EXAMPLE).model_copy(update={"threshold": 0.0})
     assert apply_acceptance(acc, _case(), stratum=None).accepted
+
+
+def test_a_library_file_with_strata_but_no_field_name_refuses_too() -> None:
+    # calibrate(strata=...) without strata_field: the strata are still the file's.
+    acc = _stratified(["A", "B"]).model_copy(update={"strata_field": None})
+    verdict = apply_acceptance(acc, _case(), stratum="C")
+    assert not verdict.accepted
+    assert "stratum 'C' is none of the 2 strata" in verdict.reason
+    assert apply_acceptance(acc, _case(), stratum="A").accepted

@@ -101,6 +101,7 @@ __all__ = [
     "model_for",
     "stratum_of",
     "stratum_refusal",
+    "uncovered_stratum",
 ]
 
 
@@ -448,16 +449,17 @@ def model_for(
     return fold_index(candidates, len(acc.models))
 
 
-def _uncovered_stratum(acc: AcceptanceFile, stratum: str | None) -> str | None:
+def uncovered_stratum(acc: AcceptanceFile, stratum: str | None) -> str | None:
     """Why a case of ``stratum`` is outside a stratified file's guarantee (a stratum the
-    file was not calibrated on), or ``None`` when the file covers it."""
-    if stratum is None or not acc.strata_field or not acc.strata:
+    file was not calibrated on), or ``None`` when the file covers it (or has no strata)."""
+    if stratum is None or not acc.strata:
         return None
     known = [s.stratum for s in acc.strata]
     if file_stratum(stratum, known) in known:
         return None
+    field = f" ({acc.strata_field!r})" if acc.strata_field else ""
     return (
-        f"learned acceptance: stratum {stratum!r} ({acc.strata_field!r}) is none of the "
+        f"learned acceptance: stratum {stratum!r}{field} is none of the "
         f"{len(known)} strata the acceptance file was calibrated on ({named(known)}); "
         "its guarantee holds in those alone"
     )
@@ -501,7 +503,7 @@ def apply_acceptance(
         return AcceptanceVerdict(
             accepted=False, reason="no candidate answer to accept (every agent abstained)", **common
         )
-    uncovered = _uncovered_stratum(acc, stratum)
+    uncovered = uncovered_stratum(acc, stratum)
     if uncovered is not None:
         return AcceptanceVerdict(accepted=False, reason=uncovered, **common)
     if score >= acc.threshold:
