@@ -76,3 +76,20 @@ def test_a_cell_loads_exactly_when_its_counts_can_be_counts(n: int, right: int) 
     else:
         with pytest.raises(ValueError, match="need 0 <= right <= answers"):
             CalibrationFile.model_validate(data)
+
+
+def test_an_acceptance_file_given_as_a_reliability_file_is_named_for_what_it_is(
+    tmp_path: Path,
+) -> None:
+    # It failed on its first field: "field 'settings': Extra inputs are not permitted".
+    acceptance = Path(__file__).resolve().parents[1] / "examples" / "llmbar-accept.json"
+    with pytest.raises(ConfigError) as caught:
+        load_calibration(acceptance, MarkerLexicon())
+    text = str(caught.value)
+    assert caught.value.field == "format"
+    assert "format 'dissensus.acceptance/2', expected 'dissensus.reliability/1'" in text
+    assert "goes in acceptance.model" in text and "Extra inputs" not in text
+    other = tmp_path / "other.json"
+    other.write_text('{"format": "something/9", "agents": {}}', encoding="utf-8")
+    with pytest.raises(ConfigError, match="not a reliability calibration: format 'something/9'"):
+        load_calibration(other, MarkerLexicon())

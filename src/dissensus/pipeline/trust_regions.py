@@ -31,7 +31,9 @@ lexicon and is refused under a different one (scores would not mean the same). T
 carries no hash; its counts are checked when it is read: every cell two integers
 ``[answers, right]`` with ``0 <= right <= answers`` under an integer margin score (a
 hand edit that claimed more right answers than answers made a trust region of nothing,
-and a cell of one number or a score ``abc`` stopped the run with a traceback).
+and a cell of one number or a score ``abc`` stopped the run with a traceback). Its
+format is checked first, so another kind of file (an acceptance file named as the
+reliability file) is named for what it is, not by its first unknown field.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from dissensus.errors import ConfigError
 from dissensus.families import canonical_family
 from dissensus.io.jsontext import load_json_file
+from dissensus.quoting import quote_short
 from dissensus.signals import AgentSignal, MarkerLexicon
 
 __all__ = [
@@ -160,6 +163,21 @@ def load_calibration(path: str | Path, lexicon: MarkerLexicon) -> CalibrationFil
     if isinstance(data, dict) and "format" not in data:
         raise ConfigError(
             f"not a reliability calibration: no format (expected {CALIBRATION_FORMAT!r})",
+            file=name,
+            field="format",
+        )
+    fmt = data.get("format") if isinstance(data, dict) else None
+    if isinstance(data, dict) and fmt != CALIBRATION_FORMAT:
+        # The format first: another kind of file fails on its first field otherwise
+        # ("field 'settings': Extra inputs are not permitted" for an acceptance file).
+        hint = (
+            ": an acceptance file (calibrate-acceptance) goes in acceptance.model"
+            if isinstance(fmt, str) and fmt.startswith("dissensus.acceptance/")
+            else ""
+        )
+        raise ConfigError(
+            f"not a reliability calibration: format {quote_short(str(fmt))}, expected "
+            f"{CALIBRATION_FORMAT!r}{hint}",
             file=name,
             field="format",
         )
