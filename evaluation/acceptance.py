@@ -74,6 +74,7 @@ from dissensus.acceptance import (
     model_for,
     select_threshold,
 )
+from dissensus.acceptance.calibrate import uncovered_stratum
 from dissensus.acceptance.families import family_scores
 from dissensus.acceptance.fit import design
 from dissensus.acceptance.prepare import panel_case_key, prepare_cases
@@ -233,9 +234,11 @@ def _learned_test(
                 first = int(np.flatnonzero(owner == owner[row])[0])
                 best[k] = (prob, sub[int(owner[row])][row - first].label)
     out: Result = []
-    for k in range(len(test)):
+    for k, i in enumerate(test):
         prob, label = best.get(k, (0.0, ""))
         ok = acc.threshold is not None and k in best and prob >= acc.threshold
+        # A stratum the file was not calibrated on is accepted nowhere (apply_acceptance).
+        ok = ok and not (strata and uncovered_stratum(acc, ds.strata[i]))
         out.append((ok, label if k in best else None))
     return out
 

@@ -71,7 +71,9 @@ __all__ = [
     "clopper_pearson_upper",
     "fewest_tested",
     "named",
+    "percent_words",
     "select_threshold",
+    "target_words",
 ]
 
 
@@ -88,6 +90,21 @@ def fewest_tested(target: float, delta: float) -> int:
     while clopper_pearson_upper(int(n * allowed / 2), n, delta) > allowed:
         n += 1
     return n
+
+
+def target_words(target: float) -> str:
+    """A probability as a guarantee writes it (a target precision, a confidence ``1 -
+    delta``): two decimals (``0.90``, ``0.95``) when they show it exactly, else as many
+    digits as it takes (``0.975``, ``0.999``, ``0.996``; two decimals would say ``0.97``
+    and ``1.00``, a precision no answer can fall below, a certainty no bound gives)."""
+    two = f"{target:.2f}"
+    return two if float(two) == target else f"{target:.6g}"
+
+
+def percent_words(share: float) -> str:
+    """``share`` in percent as a guarantee writes it: ``90``, ``99.5``, ``99.6`` (never
+    rounded to ``100``, which would promise every answer right, or certainty)."""
+    return f"{share * 100:.6g}"
 
 
 def clopper_pearson_upper(errors: int, n: int, delta: float) -> float:

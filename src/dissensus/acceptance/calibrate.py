@@ -17,7 +17,10 @@ still counts (its best candidate is wrong). The model's features are
 gold is one label, no ``option=<label>`` feature (it could learn only that label; the
 file is still written, and ``calibrate-acceptance`` warns that the guarantee holds only
 for cases drawn like these). With ``strata``, a stratum too small to
-be calibrated is refused before anything is fitted (:func:`check_strata`). Under the
+be calibrated is refused before anything is fitted (:func:`check_strata`), and
+:func:`apply_acceptance` accepts no case of a stratum the file was not calibrated on (a
+stratified guarantee holds in each stratum calibrated, and says nothing of another: a
+file calibrated on two adversarial subsets committed 88 of 100 cases of a third). Under the
 ``split`` family rule the file's ``calibration_n`` and figures are those of the half
 that tested the threshold (what the bound counted), ``selection_n`` the half that
 chose the family; the shift reference keeps both. The cases are taken to be distinct: the
@@ -41,7 +44,11 @@ numbers strictly between 0 and 1 (not a boolean or a quoted number), ``min_accep
 non-negative integer, one gold (and stratum and key, when given) per case; otherwise an
 :class:`~dissensus.errors.InputError` naming the argument, where a negative
 ``min_accepted`` was a pydantic traceback after the whole fit and a quoted ``delta`` a
-``TypeError``.
+``TypeError``. Each gold is read as a decision is (:func:`~dissensus.types.gold_label`, as
+``calibrate-acceptance`` reads ``meta.gold``): golds given as numbers (``[1, 2, ...]``,
+a NumPy array) were compared with the candidates' string labels and every case counted
+wrong, so the file accepted nothing without a word; a gold that names no decision
+(``None``, blank) is an :class:`~dissensus.errors.InputError` naming ``golds[i]``.
 
 ``judged`` marks the cases acceptance would judge under the deciding policy (its routing
 and guard: :func:`dissensus.pipeline.gates.judged_by_acceptance`; ``calibrate-acceptance``
@@ -81,7 +88,7 @@ from dissensus.acceptance.fit import (
 )
 from dissensus.acceptance.shift import reference
 from dissensus.errors import ConfigError, InputError
-from dissensus.types import AcceptanceFigures, normalise_label
+from dissensus.types import AcceptanceFigures, gold_label, normalise_label
 
 __all__ = [
     "MISSING_STRATUM",
@@ -94,6 +101,7 @@ __all__ = [
     "model_for",
     "stratum_of",
     "stratum_refusal",
+    "uncovered_stratum",
 ]
 
 
@@ -146,6 +154,30 @@ def _check_arguments(
             raise error
 
 
+def _gold_labels(golds: Sequence[object]) -> list[str]:
+    """Each gold read as a decision is (:func:`~dissensus.types.gold_label`: ``2`` and
+    ``2.0`` are ``"2"``, ``True`` is ``"true"``; a NumPy scalar as its Python value), or
+    an :class:`~dissensus.errors.InputError` naming ``golds[i]`` for one that names no
+    decision (``None``, blank, a list, a non-finite number)."""
+    out: list[str] = []
+    for i, raw in enumerate(golds):
+        value = raw
+        if not isinstance(value, str) and hasattr(value, "item"):
+            value = value.item()  # a NumPy scalar: its Python number
+        try:
+            label = gold_label({"gold": value})
+        except ValueError as exc:
+            label, why = None, str(exc)
+        else:
+            why = "the gold decision is missing (None)"
+        if label is None:
+            error = InputError(f"golds[{i}]: {why}; every case needs the decision that was right")
+            error.field = f"golds.{i}"
+            raise error
+        out.append(label)
+    return out
+
+
 def calibrate(
     cases: Sequence[Sequence[Candidate]],
     golds: Sequence[str],
@@ -181,6 +213,7 @@ def calibrate(
         cases, golds, target=target, delta=delta, min_accepted=min_accepted, strata=strata,
         keys=keys,
     )  # fmt: skip
+    golds = _gold_labels(golds)
     compete = (
         list(DEFAULT_FAMILIES)
         if family is None
@@ -416,6 +449,22 @@ def model_for(
     return fold_index(candidates, len(acc.models))
 
 
+def uncovered_stratum(acc: AcceptanceFile, stratum: str | None) -> str | None:
+    """Why a case of ``stratum`` is outside a stratified file's guarantee (a stratum the
+    file was not calibrated on), or ``None`` when the file covers it (or has no strata)."""
+    if stratum is None or not acc.strata:
+        return None
+    known = [s.stratum for s in acc.strata]
+    if file_stratum(stratum, known) in known:
+        return None
+    field = f" ({acc.strata_field!r})" if acc.strata_field else ""
+    return (
+        f"learned acceptance: stratum {stratum!r}{field} is none of the "
+        f"{len(known)} strata the acceptance file was calibrated on ({named(known)}); "
+        "its guarantee holds in those alone"
+    )
+
+
 def apply_acceptance(
     acc: AcceptanceFile,
     candidates: Sequence[Candidate],
@@ -425,7 +474,9 @@ def apply_acceptance(
 ) -> AcceptanceVerdict:
     """Score ``candidates`` with ``acc`` and compare with its threshold.
 
-    ``stratum`` is the case's value of the calibration's strata field, when it has one;
+    ``stratum`` is the case's value of the calibration's strata field, when it has one
+    (a stratum the file was not calibrated on is not accepted: the guarantee is per
+    stratum, and no stratum of the file is that one);
     ``key`` is the case's :func:`~dissensus.acceptance.fit.case_key` (every door that
     decides a panel passes it, so a case meets the same fold model through each).
     """
@@ -452,6 +503,9 @@ def apply_acceptance(
         return AcceptanceVerdict(
             accepted=False, reason="no candidate answer to accept (every agent abstained)", **common
         )
+    uncovered = uncovered_stratum(acc, stratum)
+    if uncovered is not None:
+        return AcceptanceVerdict(accepted=False, reason=uncovered, **common)
     if score >= acc.threshold:
         return AcceptanceVerdict(
             accepted=True,

@@ -17,7 +17,10 @@ separators=(",", ":"), ensure_ascii=False)`` of the pydantic dump; floats are wr
 as Python writes them (round-trip exact); a file with ``threshold: null`` is valid and
 means "accept nothing", its ``threshold_reason`` saying why. Format ``/1`` files (one
 model refitted on every case) are refused with a message to re-run
-``calibrate-acceptance``: their threshold was not computed for the model they carry.
+``calibrate-acceptance``: their threshold was not computed for the model they carry. A
+format this version does not know (``dissensus.acceptance/3``, written by a later
+version) is refused as such, naming the version that wrote it, not as "not an
+acceptance file".
 The file is read strictly (:func:`dissensus.io.jsontext.load_json_file`, which skips
 a leading UTF-8 byte order mark): a duplicate key, a non-finite number or a too long
 integer is an error naming the field, before the hash is checked. The file is read
@@ -87,7 +90,7 @@ from pydantic import (
     model_validator,
 )
 
-from dissensus.acceptance.bound import StratumFigures
+from dissensus.acceptance.bound import StratumFigures, target_words
 from dissensus.acceptance.families import FAMILIES, FamilyFigures
 from dissensus.acceptance.features import bad_value
 from dissensus.acceptance.fit import LogisticModel
@@ -95,6 +98,7 @@ from dissensus.acceptance.shift import ShiftReference
 from dissensus.errors import ConfigError
 from dissensus.io.atomic import atomic_write_text
 from dissensus.io.jsontext import load_json_file
+from dissensus.quoting import quote_short
 from dissensus.types import JsonObject
 
 __all__ = [
@@ -561,8 +565,8 @@ class AcceptanceFile(BaseModel):
         if self.threshold is None:
             return f"acceptance accepts nothing: {self.threshold_reason}"
         return (
-            f"auto-accepted cases: precision >= {self.target_precision:.2f} with probability >= "
-            f"{1 - self.delta:.2f} if these panels are exchangeable with the {self.calibration_n} calibration cases "
+            f"auto-accepted cases: precision >= {target_words(self.target_precision)} with "
+            f"probability >= {target_words(1 - self.delta)} if these panels are exchangeable with the {self.calibration_n} calibration cases "
             f"(score family {self.family})"
         )
 
@@ -605,6 +609,16 @@ def _refused(exc: ValidationError, name: str) -> ConfigError:
     return ConfigError(message, file=name, field=".".join(loc) or None)
 
 
+_FAMILY_OF_FORMATS = re.compile(r"dissensus\.acceptance/\S+\Z")
+"""Any version of the acceptance format: one this version does not read is named as such."""
+
+
+def _version_of(data: dict[str, Any]) -> str:
+    libraries = data.get("libraries")
+    version = libraries.get("dissensus") if isinstance(libraries, dict) else None
+    return quote_short(version) if isinstance(version, str) else "not recorded"
+
+
 def validate_acceptance(
     data: Any, name: str | None = None, *, journalled: bool = False
 ) -> AcceptanceFile:
@@ -624,8 +638,17 @@ def validate_acceptance(
             file=label,
             field="format",
         )
+    got = data.get("format") if isinstance(data, dict) else None
+    if isinstance(got, str) and got != ACCEPTANCE_FORMAT and _FAMILY_OF_FORMATS.match(got):
+        raise ConfigError(
+            f"acceptance file format {quote_short(got)} is not one this version of dissensus reads "
+            f"(it reads {ACCEPTANCE_FORMAT!r}; a later version wrote it?): use the version "
+            f"that calibrated it (libraries.dissensus: {_version_of(data)}), or re-run "
+            "`dissensus calibrate-acceptance` with this one",
+            file=label,
+            field="format",
+        )
     if not isinstance(data, dict) or data.get("format") != ACCEPTANCE_FORMAT:
-        got = data.get("format") if isinstance(data, dict) else None
         raise ConfigError(
             f"not an acceptance file (format {got!r}, expected {ACCEPTANCE_FORMAT!r})",
             file=label,

@@ -33,7 +33,7 @@ Choices this module makes:
 * Only a new acceptance file (another sha256) lifts a suspension: the audits are keyed
   by the file's hash.
 * A suspension's reason writes the target with two decimals when they show it exactly,
-  with as many digits as it takes otherwise (:func:`target_words`): a target of 0.999
+  with as many digits as it takes otherwise (:func:`~dissensus.acceptance.bound.target_words`, which the file's guarantee uses too): a target of 0.999
   is "below 0.999", never "below 1.00".
 * The bounds are a pure function of the outcomes, delta and the grid, and the review
   page asks for them on every queue load: the last 256 sequences' bounds are kept in
@@ -49,6 +49,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from dissensus.acceptance.bound import target_words
 from dissensus.errors import ConfigError
 
 __all__ = ["ONE_STRATUM", "MonitorStep", "case_stratum", "monitor", "target_words"]
@@ -83,14 +84,6 @@ class MonitorStep(BaseModel):
             f"acceptance suspended: audited precision below {target_words(self.target)} after "
             f"{self.suspended_after or self.audits} audits{where}"
         )
-
-
-def target_words(target: float) -> str:
-    """The target precision as a reason writes it: two decimals (``0.90``, ``0.95``) when
-    they show it exactly, else as many digits as it takes (``0.975``, ``0.999``; two
-    decimals would say ``0.97`` and ``1.00``, a target no precision can be below)."""
-    two = f"{target:.2f}"
-    return two if float(two) == target else f"{target:.6g}"
 
 
 def case_stratum(acceptance: Mapping[str, Any] | None, meta: Mapping[str, Any]) -> str:

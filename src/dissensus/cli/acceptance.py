@@ -119,17 +119,27 @@ if TYPE_CHECKING:
 __all__ = ["calibrate_acceptance_cmd", "panel_key"]
 
 
-def _say_too_few(n: int, *, target: float, delta: float, min_accepted: int) -> None:
+def _say_too_few(
+    n: int, *, target: float, delta: float, min_accepted: int, level: float | None = None
+) -> None:
     """Warn when ``n`` calibration cases are fewer than any threshold must accept to be
     tested: the file accepts nothing whatever the scores (a stratified calibration is
-    refused for this before fitting: :func:`~dissensus.acceptance.calibrate.check_strata`)."""
+    refused for this before fitting: :func:`~dissensus.acceptance.calibrate.check_strata`).
+    ``level``: the largest level a competing family's sequence ran at (a share of
+    ``delta`` under the Bonferroni rule, which needs more cases than ``delta`` itself)."""
     from dissensus.acceptance.bound import fewest_tested
 
-    needed = max(min_accepted, fewest_tested(target, delta))
+    tested = delta if level is None else level
+    needed = max(min_accepted, fewest_tested(target, tested))
     if n < needed:
+        at = (
+            f"delta {delta:g}"
+            if tested >= delta
+            else f"delta {delta:g}, of which the competing score families test at most {tested:.3g}"
+        )
         err_console.print(
             f"warning: {n} calibration case(s) reach acceptance, fewer than the {needed} a "
-            f"threshold must accept to be tested (target {target:g}, delta {delta:g}, min "
+            f"threshold must accept to be tested (target {target:g}, {at}, min "
             f"accepted {min_accepted}): the file accepts nothing whatever the scores; label "
             "more cases",
             soft_wrap=True,
@@ -463,8 +473,20 @@ def _warn(
             f"warning: the file accepts nothing: {saved.threshold_reason}", soft_wrap=True
         )
     elif saved.threshold is None and len({s.stratum for s in saved.strata}) < 2:
-        # One stratum is no stratification: check_strata leaves it to this warning.
-        _say_too_few(saved.calibration_n, target=target, delta=delta, min_accepted=min_accepted)
+        # One stratum is no stratification: check_strata leaves it to this warning. A
+        # family tests at its share of delta (the split rule's testing half at delta).
+        level = (
+            delta
+            if saved.family_rule == "split"
+            else max((f.delta for f in saved.families if f.competing and f.eligible), default=delta)
+        )
+        _say_too_few(
+            saved.calibration_n,
+            target=target,
+            delta=delta,
+            min_accepted=min_accepted,
+            level=level,
+        )
 
 
 def _summary(

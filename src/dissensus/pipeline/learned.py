@@ -18,7 +18,10 @@ run started by an earlier version, whose checks were looser, still resumes);
 the guard's decision used as features is computed by
 :func:`dissensus.acceptance.prepare.acceptance_guard` with the run's guard calibration
 and options — the function calibration uses, and the same audit the guard step
-journals. Records quote the file's score family (``family``) with the score.
+journals. Records quote the file's score family (``family``) with the score. The
+guarantee in words (:func:`guarantee_sentence`) writes the target and the confidence as
+they are (``99.6% confidence``, ``probability >= 0.996``), never rounded up to ``100%``
+or ``1.00``, a certainty no calibration gives.
 """
 
 from __future__ import annotations
@@ -120,13 +123,15 @@ def guarantee_sentence(figures: AcceptanceFigures) -> str:
     """The guarantee of an acceptance file, in one sentence."""
     if figures.threshold is None:
         return "learned acceptance accepted nothing: no threshold met the target on the calibration cases"
-    right = round(figures.target_precision * 100)
-    confidence = round((1 - figures.delta) * 100)
+    from dissensus.acceptance.bound import percent_words, target_words
+
+    right = percent_words(figures.target_precision)
+    confidence = percent_words(1 - figures.delta)
     return (
         f"At least {right} of every 100 automatic decisions should be right ({confidence}% "
         f"confidence) while new cases resemble the {figures.calibration_n} calibration cases "
-        f"(auto-accepted cases: precision >= {figures.target_precision:.2f} with probability "
-        f">= {1 - figures.delta:.2f} if these panels are exchangeable with the "
+        f"(auto-accepted cases: precision >= {target_words(figures.target_precision)} with "
+        f"probability >= {target_words(1 - figures.delta)} if these panels are exchangeable with the "
         f"{figures.calibration_n} calibration cases; score family {figures.family}, acceptance "
         f"file {figures.file_sha256[:12]})."
     )

@@ -27,7 +27,13 @@ Acceptance (:func:`calibrated_accept`):
 Choices this module makes: counts are kept per exact score and summed into
 regions at load time, so one file serves any target; precision is the raw proportion
 (the worst-stratum rule is the conservative device); the file records the marker
-lexicon and is refused under a different one (scores would not mean the same).
+lexicon and is refused under a different one (scores would not mean the same). The file
+carries no hash; its counts are checked when it is read: every cell two integers
+``[answers, right]`` with ``0 <= right <= answers`` under an integer margin score (a
+hand edit that claimed more right answers than answers made a trust region of nothing,
+and a cell of one number or a score ``abc`` stopped the run with a traceback). Its
+format is checked first, so another kind of file (an acceptance file named as the
+reliability file) is named for what it is, not by its first unknown field.
 """
 
 from __future__ import annotations
@@ -36,11 +42,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dissensus.errors import ConfigError
 from dissensus.families import canonical_family
 from dissensus.io.jsontext import load_json_file
+from dissensus.quoting import quote_short
 from dissensus.signals import AgentSignal, MarkerLexicon
 
 __all__ = [
@@ -58,13 +65,49 @@ __all__ = [
 CALIBRATION_FORMAT = "dissensus.reliability/1"
 
 
+def _cell_problem(score: str, cell: object) -> str | None:
+    """Why ``[n, correct]`` under margin score ``score`` cannot be a count, or ``None``."""
+    try:
+        int(score)
+    except ValueError:
+        return f"margin score {score!r} is not an integer"
+    if (
+        not isinstance(cell, list)
+        or len(cell) != 2
+        or not all(isinstance(x, int) and not isinstance(x, bool) for x in cell)
+    ):
+        return f"expected [answers, right], two integers, got {cell!r}"
+    n, right = cell
+    if not 0 <= right <= n:
+        return f"counts [{n}, {right}]: need 0 <= right <= answers"
+    return None
+
+
 class AgentCalibration(BaseModel):
-    """Counts of one agent's stable answers: ``strata[stratum][score] = [n, correct]``."""
+    """Counts of one agent's stable answers: ``strata[stratum][score] = [n, correct]``.
+
+    Every count is checked (:func:`_cell_problem`): a score key that is no integer, a
+    cell that is not two integers, or ``right`` above ``answers`` or below 0 is refused
+    naming the stratum and the score, so a hand-edited file never becomes a trust region
+    its counts cannot support."""
 
     model_config = ConfigDict(extra="forbid")
 
     family: str | None = None
     strata: dict[str, dict[str, list[int]]] = Field(default_factory=dict)
+
+    @field_validator("strata", mode="before")
+    @classmethod
+    def _counts(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for stratum, cells in value.items():
+                if not isinstance(cells, dict):
+                    continue  # the type check below names it
+                for score, cell in cells.items():
+                    why = _cell_problem(str(score), cell)
+                    if why is not None:
+                        raise ValueError(f"stratum {stratum!r}, score {score}: {why}")
+        return value
 
 
 class CalibrationFile(BaseModel):
@@ -123,13 +166,31 @@ def load_calibration(path: str | Path, lexicon: MarkerLexicon) -> CalibrationFil
             file=name,
             field="format",
         )
+    fmt = data.get("format") if isinstance(data, dict) else None
+    if isinstance(data, dict) and fmt != CALIBRATION_FORMAT:
+        # The format first: another kind of file fails on its first field otherwise
+        # ("field 'settings': Extra inputs are not permitted" for an acceptance file).
+        hint = (
+            ": an acceptance file (calibrate-acceptance) goes in acceptance.model"
+            if isinstance(fmt, str) and fmt.startswith("dissensus.acceptance/")
+            else ""
+        )
+        raise ConfigError(
+            f"not a reliability calibration: format {quote_short(str(fmt))}, expected "
+            f"{CALIBRATION_FORMAT!r}{hint}",
+            file=name,
+            field="format",
+        )
     try:
         cal = CalibrationFile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
+        message = str(first["msg"])
+        if message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
         raise ConfigError(
-            first["msg"], file=name, field=".".join(str(p) for p in first["loc"])
-        ) from exc
+            message, file=name, field=".".join(str(p) for p in first["loc"])
+        ) from None
     if cal.format != CALIBRATION_FORMAT:
         raise ConfigError(f"unsupported format {cal.format!r}", file=name, field="format")
     if cal.lexicon != lexicon:
