@@ -224,3 +224,20 @@ def test_a_check_whose_flag_could_not_be_journalled_is_made_again_at_the_next_co
         assert outcome is not None and outcome["shifted"] and watch.flagged_run is not None
         first = latest_flag(journal, spec.acceptance["sha256"] if spec.acceptance else None)
         assert first is not None and first["check"] == outcome["check"]
+
+
+def test_the_service_states_the_guarantee_without_rounding_up(world: Path, tmp_path: Path) -> None:
+    """``GET /v1/acceptance`` words a file at ``delta`` 0.004 and target 0.995 as the
+    CLI does: "99.5 of every 100" at "99.6% confidence", never "100 of every 100" at
+    "100% confidence", a certainty no finite calibration gives."""
+    from dissensus.serve.acceptance import acceptance_status
+
+    spec = RunSpec.from_policy(world / "warn.yaml")
+    assert spec.acceptance is not None
+    edited = {**spec.acceptance, "delta": 0.004, "target_precision": 0.995}
+    with Journal(str(tmp_path / "j.sqlite")) as journal:
+        status = acceptance_status(journal, spec.model_copy(update={"acceptance": edited}))
+    assert status.guarantee is not None
+    assert status.guarantee.startswith(
+        "At least 99.5 of every 100 automatic decisions should be right (99.6% confidence)"
+    )

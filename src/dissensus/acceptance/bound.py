@@ -107,6 +107,17 @@ def percent_words(share: float) -> str:
     return f"{share * 100:.6g}"
 
 
+def plain_guarantee(target: float, delta: float, calibration_n: int) -> str:
+    """An acceptance file's guarantee in plain words, as every door writes it ("At least
+    90 of every 100 automatic decisions should be right (95% confidence) while new cases
+    resemble the 150 calibration cases"), its figures never rounded up (:func:`percent_words`)."""
+    return (
+        f"At least {percent_words(target)} of every 100 automatic decisions should be right "
+        f"({percent_words(1 - delta)}% confidence) while new cases resemble the "
+        f"{calibration_n} calibration cases"
+    )
+
+
 def clopper_pearson_upper(errors: int, n: int, delta: float) -> float:
     """One-sided exact upper confidence bound (level ``1 - delta``) on a binomial rate."""
     if n <= 0:

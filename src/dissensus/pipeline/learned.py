@@ -123,14 +123,11 @@ def guarantee_sentence(figures: AcceptanceFigures) -> str:
     """The guarantee of an acceptance file, in one sentence."""
     if figures.threshold is None:
         return "learned acceptance accepted nothing: no threshold met the target on the calibration cases"
-    from dissensus.acceptance.bound import percent_words, target_words
+    from dissensus.acceptance.bound import plain_guarantee, target_words
 
-    right = percent_words(figures.target_precision)
-    confidence = percent_words(1 - figures.delta)
+    plain = plain_guarantee(figures.target_precision, figures.delta, figures.calibration_n)
     return (
-        f"At least {right} of every 100 automatic decisions should be right ({confidence}% "
-        f"confidence) while new cases resemble the {figures.calibration_n} calibration cases "
-        f"(auto-accepted cases: precision >= {target_words(figures.target_precision)} with "
+        f"{plain} (auto-accepted cases: precision >= {target_words(figures.target_precision)} with "
         f"probability >= {target_words(1 - figures.delta)} if these panels are exchangeable with the "
         f"{figures.calibration_n} calibration cases; score family {figures.family}, acceptance "
         f"file {figures.file_sha256[:12]})."

@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from dissensus.acceptance.bound import plain_guarantee
 from dissensus.deprecation import deprecated_names, renamed
 from dissensus.errors import ConfigError
 from dissensus.pipeline.audit import MonitorRow, monitor_status
@@ -112,9 +113,7 @@ def acceptance_status(journal: Journal, spec: RunSpec, *, every: int = 100) -> A
         threshold=data.get("threshold"),
     )
     guarantee = (
-        f"At least {round(target * 100)} of every 100 automatic decisions should be right "
-        f"({round((1 - delta) * 100)}% confidence) while new cases resemble the "
-        f"{calibration_n} calibration cases."
+        plain_guarantee(target, delta, calibration_n) + "."
         if data.get("threshold") is not None
         else "This acceptance file accepts nothing: no threshold met the target."
     )
