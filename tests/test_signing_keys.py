@@ -174,6 +174,12 @@ def test_a_signing_key_variable_holding_a_path_a_public_or_an_encrypted_key_says
     with pytest.raises(ConfigError) as caught:
         signer_from_env({SIGNING_KEY_ENV: "no key at all"})
     assert str(caught.value) == f"{SIGNING_KEY_ENV} is not an unencrypted PEM private key"
+    # A path under an unknown user's home: Path.expanduser raises RuntimeError, which
+    # crashed the command (exit 1, a traceback) instead of this error (exit 2).
+    for value in ("~nosuchuser-dissensus/signing-key.pem", "~nosuchuser-dissensus"):
+        with pytest.raises(ConfigError) as caught:
+            signer_from_env({SIGNING_KEY_ENV: value})
+        assert str(caught.value) == f"{SIGNING_KEY_ENV} is not an unencrypted PEM private key"
 
 
 @pytest.mark.parametrize("payload", [[], "sealed", 7, None])

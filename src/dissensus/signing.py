@@ -202,7 +202,8 @@ def _why_not(data: bytes) -> str:
         return ": it holds a public key; signing needs the private key's PEM"
     text = data.decode("utf-8", "replace").strip()
     if b"-----BEGIN" not in data and "\n" not in text and len(text) < 4096:
-        with contextlib.suppress(OSError, ValueError):
+        # expanduser raises RuntimeError for ``~nosuchuser/...``: no file, not a crash.
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
             if Path(text).expanduser().is_file():
                 return (
                     ": it holds a file's path; it takes the PEM text itself "
