@@ -109,9 +109,10 @@ def test_verify_of_a_document_says_which_key_signed_it(
     st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=8), max_size=4),
     st.sampled_from(["old", "new", "stranger"]),
     st.text(max_size=20),
+    st.sampled_from(["other given", "not given", "junk"]),
 )
 def test_a_document_checks_only_with_the_key_it_names(
-    doc: dict[str, object], by: str, edit: str
+    doc: dict[str, object], by: str, edit: str, key_id_edit: str
 ) -> None:
     signers = {"old": OLD, "new": NEW, "stranger": STRANGER}
     ring = KeyRing([OLD.public_key, NEW.public_key])
@@ -122,6 +123,18 @@ def test_a_document_checks_only_with_the_key_it_names(
     changed = {**signed, "\x00edit": edit}  # any added field is a change the key did not sign
     assert document_status(changed, ring) == "invalid"
     assert "does not verify" in str(document_detail(changed, ring)) or by == "stranger"
+    # The key_id edited: the ring checks with the key it names, never with another key
+    # that would verify (so a key_id naming no given key is invalid, whoever signed).
+    other = NEW if by == "old" else OLD
+    key_id = {
+        "other given": other.public_key.key_id,
+        "not given": "0" * 16 if STRANGER.public_key.key_id != "0" * 16 else "1" * 16,
+        "junk": "junk:" + edit,
+    }[key_id_edit]
+    renamed = {**signed, "signature": {**signed["signature"], "key_id": key_id}}
+    for checking in (ring, OLD.public_key, NEW.public_key):
+        assert document_status(renamed, checking) == "invalid", (key_id_edit, by)
+        assert document_detail(renamed, checking) is not None
 
 
 def test_a_key_id_that_is_no_key_id_is_not_repeated() -> None:
@@ -130,6 +143,19 @@ def test_a_key_id_that_is_no_key_id_is_not_repeated() -> None:
     detail = str(document_detail(forged, NEW.public_key))
     assert "\x1b" not in detail and "[bold]" not in detail
     assert "a key_id that is no key's id" in detail
+
+
+@pytest.mark.parametrize("alg", ["Ed25519", "ED25519", "rsa", "", None, 1])
+def test_a_wrong_alg_is_named_as_such(alg: object) -> None:
+    """A signature with exactly alg, key_id and value but another alg: said to hold
+    another alg (it was said to hold 'other fields than alg, key_id and value')."""
+    signed = sign_document({"a": 1}, OLD)
+    wrong = {**signed, "signature": {**signed["signature"], "alg": alg}}
+    assert document_status(wrong, OLD.public_key) == "invalid"
+    detail = str(document_detail(wrong, OLD.public_key))
+    assert "alg is not ed25519" in detail and "other fields" not in detail
+    extra = {**signed, "signature": {**signed["signature"], "note": "x"}}
+    assert "other fields than alg" in str(document_detail(extra, OLD.public_key))
 
 
 def test_an_empty_public_key_among_several_is_refused(tmp_path: Path) -> None:

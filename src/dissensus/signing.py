@@ -315,8 +315,10 @@ def why_invalid(signature: object, public_key: PublicKey) -> str:
     other content. Never the key's text; a ``key_id`` that is not one is not repeated."""
     if not isinstance(signature, dict):
         return "the signature is not a signature object"
-    if set(signature) != SIGNATURE_KEYS or signature.get("alg") != "ed25519":
+    if set(signature) != SIGNATURE_KEYS:
         return "the signature object holds other fields than alg (ed25519), key_id and value"
+    if signature.get("alg") != "ed25519":
+        return "the signature's alg is not ed25519, the only algorithm signatures are made with"
     key_id = signature.get("key_id")
     checking = public_key.find(key_id)
     if checking is None:
