@@ -22,6 +22,8 @@ from dissensus.signing import (
 )
 from dissensus.store import Journal
 
+JsonDoc = dict[str, Any]
+
 OLD = Signer.generate()
 NEW = Signer.generate()
 STRANGER = Signer.generate()
@@ -384,3 +386,138 @@ def test_a_signed_certificate_verifies_through_every_door(
     assert tool_data(asyncio.run(asyncio.wait_for(mcp(), timeout=120)))["valid"] is True
     # An edit is still found through the doors, the signature set aside or not.
     assert not library_verify({**cert, "floor": 0.99}).valid
+
+
+def _flip(value: str, i: int) -> str:
+    """``value`` with its character ``i`` replaced by another base64 character."""
+    return value[:i] + ("B" if value[i] != "B" else "C") + value[i + 1 :]
+
+
+def test_a_certificate_signature_is_never_read_as_checked_at_any_door(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every door that verifies a certificate without a key (the library, calls.verify,
+    POST /v1/verify, the MCP tool, the command line without --public-key) refuses a
+    signature not written as one (a schema violation) and says of one that is that it
+    was not checked. Each answered ``valid: true`` for a garbage signature, a signature
+    object with another field and an edited signature, and said nothing of a signature
+    present but unchecked; ``--public-key`` finds each of them invalid."""
+    import asyncio
+
+    pytest.importorskip("mcp")
+    from dissensus import calls
+    from dissensus import verify as library_verify
+    from dissensus.concord.record import canonical_digest
+    from dissensus.signing import SIGNING_KEY_ENV
+    from mcp_helpers import tool_data
+    from serve_helpers import auth, client_for, settings
+
+    problem = str(Path(__file__).resolve().parent.parent / "examples/concord/incident.yaml")
+    monkeypatch.setenv(SIGNING_KEY_ENV, OLD.private_pem())
+    out = tmp_path / "cert.json"
+    assert main(["negotiate", problem, "--out", str(out)]) == 0
+    monkeypatch.delenv(SIGNING_KEY_ENV)
+    cert = json.loads(out.read_text(encoding="utf-8"))
+    sig = cert["signature"]
+    unsigned = {k: v for k, v in cert.items() if k != "signature"}
+    edited = json.loads(json.dumps(unsigned))
+    edited["candidates"][0]["text"] += " Also page the CEO."
+    edited["digest"] = canonical_digest({k: v for k, v in edited.items() if k != "digest"})
+    not_checked = "not checked (no public key given)"
+    # name: (document, valid without a key, its signature state without a key)
+    cases: dict[str, tuple[JsonDoc, bool, str]] = {
+        "signed": (cert, True, not_checked),
+        "unsigned": (unsigned, True, "unsigned"),
+        "garbage": ({**unsigned, "signature": "garbage"}, False, "invalid"),
+        "null": ({**unsigned, "signature": None}, False, "invalid"),
+        "extra field": ({**cert, "signature": {**sig, "note": "x"}}, False, "invalid"),
+        "alg": ({**cert, "signature": {**sig, "alg": "Ed25519"}}, False, "invalid"),
+        "key_id": (
+            {**cert, "signature": {**sig, "key_id": sig["key_id"].upper()}},
+            False,
+            "invalid",
+        ),
+        "value spelling": (
+            {**cert, "signature": {**sig, "value": _flip(sig["value"], len(sig["value"]) - 3)}},
+            False,
+            "invalid",
+        ),
+        "value edited": (
+            {**cert, "signature": {**sig, "value": _flip(sig["value"], 5)}},
+            True,
+            not_checked,
+        ),
+        "candidate edited": ({**edited, "signature": sig}, True, not_checked),
+    }
+    assert edited["digest"] != cert["digest"]
+
+    def check(door: str, name: str, verdict: dict[str, Any]) -> None:
+        _, valid, state = cases[name]
+        assert verdict["valid"] is valid, (door, name, verdict)
+        assert verdict["signature"] == state, (door, name, verdict)
+        if not valid:
+            assert verdict["violated"] == "schema", (door, name, verdict)
+            assert verdict["message"].startswith("signature: "), (door, name, verdict)
+        if name == "unsigned":  # unchanged apart from the new field
+            assert set(verdict) == {"valid", "violated", "message", "checked", "signature"}
+
+    for name, (doc, _, _) in cases.items():
+        check("library", name, library_verify(doc).model_dump(mode="json"))
+        check("calls", name, calls.verify(doc).model_dump(mode="json"))
+        check("compared", name, calls.verify({"certificate": doc, "comparison": None}).model_dump())
+
+    async def http() -> dict[str, Any]:
+        answers = {}
+        async with client_for(settings(tmp_path)) as client:
+            for name, (doc, _, _) in cases.items():
+                res = await client.post("/v1/verify", json=doc, headers=auth("sub"))
+                assert res.status_code == 200, (name, res.text)
+                answers[name] = res.json()
+            schema = (await client.get("/openapi.json")).json()["components"]["schemas"]
+        assert schema["Verdict"]["properties"]["signature"]["enum"] == [
+            "unsigned",
+            not_checked,
+            "signed",
+            "invalid",
+        ]
+        return answers
+
+    for name, verdict in asyncio.run(asyncio.wait_for(http(), timeout=120)).items():
+        check("http", name, verdict)
+
+    from mcp.client import Client
+
+    from dissensus.integrations.mcp import build_server
+
+    built = build_server(journal=str(tmp_path / "mcp.sqlite"), root=tmp_path)
+
+    async def mcp() -> dict[str, Any]:
+        async with Client(built) as client:
+            return {
+                name: tool_data(await client.call_tool("verify_certificate", {"certificate": doc}))
+                for name, (doc, _, _) in cases.items()
+            }
+
+    for name, verdict in asyncio.run(asyncio.wait_for(mcp(), timeout=120)).items():
+        check("mcp", name, verdict)
+
+    pub = _pub(tmp_path, "old", OLD)
+    for name, (doc, valid, state) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        capsys.readouterr()
+        assert main(["verify", str(path), "--json"]) == (0 if valid else 1), name
+        check("cli --json", name, json.loads(capsys.readouterr().out))
+        assert main(["verify", str(path)]) == (0 if valid else 1), name
+        human = capsys.readouterr().out
+        if state == "unsigned":
+            assert "signature" not in human, (name, human)
+        else:
+            assert f"signature: {state}" in human, (name, human)
+        if not valid:
+            assert "invalid: schema: signature: " in human, (name, human)
+        want = "signed" if name == "signed" else "unsigned" if name == "unsigned" else "invalid"
+        assert main(["verify", str(path), "--public-key", str(pub), "--json"]) == (
+            0 if want == "signed" else 1
+        ), name
+        assert json.loads(capsys.readouterr().out)["signature"] == want, name
