@@ -521,3 +521,95 @@ def test_a_certificate_signature_is_never_read_as_checked_at_any_door(
             0 if want == "signed" else 1
         ), name
         assert json.loads(capsys.readouterr().out)["signature"] == want, name
+
+
+def _rewrite_chain(
+    target: str, edit: dict[str, object], forge: str | None, key_id: str | None
+) -> None:
+    """What a writer with the database but no key can do: edit the payload of the run's
+    events of type ``e``, recompute every hash and each seal's claim (``n_events``,
+    ``head``), keep the seals' old signatures (``forge`` None) or put in a signature
+    written as one under ``key_id`` (``stranger``: the stranger's signature of the new
+    claim; ``random``: 64 random bytes), and update the run's header."""
+    import base64
+    import random
+
+    from dissensus.store import canonical, chain_hash
+    from store_backends import raw
+
+    rows = raw(
+        target,
+        "SELECT seq, key, type, case_ref, at, payload, prev_hash FROM events "
+        "WHERE run_id = 'r' ORDER BY seq",
+    )
+    prev = rows[0][6]
+    for seq, key, typ, case, at, text, _ in rows:
+        payload = json.loads(text)
+        if typ == "e":
+            payload = edit
+        if typ == "run.sealed":
+            payload["head"], payload["n_events"] = prev, seq
+            claim = {k: payload[k] for k in ("run", "n_events", "head")}
+            if forge == "stranger":
+                payload["signature"] = {**STRANGER.sign_text(canonical(claim)), "key_id": key_id}
+            elif forge == "random":
+                value = bytes(random.Random(seq).getrandbits(8) for _ in range(64))
+                payload["signature"] = {
+                    "alg": "ed25519",
+                    "key_id": key_id,
+                    "value": base64.b64encode(value).decode("ascii"),
+                }
+        body = {"run": "r", "seq": seq, "key": key, "type": typ, "case": case, "at": at}
+        digest = chain_hash(prev, {**body, "payload": payload})
+        raw(
+            target,
+            "UPDATE events SET payload = ?, prev_hash = ?, hash = ? WHERE run_id = 'r' AND seq = ?",
+            (canonical(payload), prev, digest, seq),
+        )
+        prev = digest
+    raw(target, "UPDATE runs SET head_hash = ? WHERE run_id = 'r'", (prev,))
+
+
+@seed(20261207)
+@settings(max_examples=30, deadline=None)
+@given(
+    st.dictionaries(st.text(max_size=4), st.integers() | st.text(max_size=6), max_size=3).filter(
+        lambda d: d != {"v": 1}
+    ),
+    st.sampled_from(["one key", "ring of one", "ring of two"]),
+    st.sampled_from([None, "stranger", "random"]),
+    st.sampled_from(["old", "new"]),
+)
+def test_a_chain_rewritten_whole_reads_ok_but_never_signed(
+    tmp_path_factory: pytest.TempPathFactory,
+    edit: dict[str, object],
+    keys: str,
+    forge: str | None,
+    under: str,
+) -> None:
+    """A run rewritten consistently (an event's payload edited, every hash and each
+    seal's claim recomputed) passes the hash chain, which only the signatures can catch:
+    the seals' old signatures kept, or a signature written as one under a given key's id
+    put in, never read ``signed``, with one key or with a ring (a ring that only looked
+    for the key_id among its keys read such a run ``signed``)."""
+    target = str(tmp_path_factory.mktemp("run") / "j.sqlite")
+    if keys == "ring of two":
+        _rotated_run(target)
+        checking: Any = KeyRing([OLD.public_key, NEW.public_key])
+    else:
+        with Journal(target, signer=OLD) as j:
+            j.create_run("r", kind="t", meta={})
+            j.append("r", "e", {"v": 1}, key="k1")
+            j.append("r", "run.finished", {}, key="run/finished")
+        checking = OLD.public_key if keys == "one key" else KeyRing([OLD.public_key])
+        under = "old"
+    with Journal(target) as j:
+        before = j.verify("r", public_key=checking)
+    assert before.ok and before.signature == "signed", before.signature_detail
+    key_id = (OLD if under == "old" else NEW).public_key.key_id
+    _rewrite_chain(target, edit, forge, key_id)
+    with Journal(target) as j:
+        after = j.verify("r", public_key=checking)
+        assert [e.payload for e in j.events("r") if e.type == "e"] == [edit]
+    assert after.ok, after.problems  # the chain alone cannot tell
+    assert after.signature == "invalid", (keys, forge, after.signature_detail)
