@@ -22,6 +22,8 @@ from dissensus.signing import (
 )
 from dissensus.store import Journal
 
+JsonDoc = dict[str, Any]
+
 OLD = Signer.generate()
 NEW = Signer.generate()
 STRANGER = Signer.generate()
@@ -109,9 +111,10 @@ def test_verify_of_a_document_says_which_key_signed_it(
     st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=8), max_size=4),
     st.sampled_from(["old", "new", "stranger"]),
     st.text(max_size=20),
+    st.sampled_from(["other given", "not given", "junk"]),
 )
 def test_a_document_checks_only_with_the_key_it_names(
-    doc: dict[str, object], by: str, edit: str
+    doc: dict[str, object], by: str, edit: str, key_id_edit: str
 ) -> None:
     signers = {"old": OLD, "new": NEW, "stranger": STRANGER}
     ring = KeyRing([OLD.public_key, NEW.public_key])
@@ -122,6 +125,18 @@ def test_a_document_checks_only_with_the_key_it_names(
     changed = {**signed, "\x00edit": edit}  # any added field is a change the key did not sign
     assert document_status(changed, ring) == "invalid"
     assert "does not verify" in str(document_detail(changed, ring)) or by == "stranger"
+    # The key_id edited: the ring checks with the key it names, never with another key
+    # that would verify (so a key_id naming no given key is invalid, whoever signed).
+    other = NEW if by == "old" else OLD
+    key_id = {
+        "other given": other.public_key.key_id,
+        "not given": "0" * 16 if STRANGER.public_key.key_id != "0" * 16 else "1" * 16,
+        "junk": "junk:" + edit,
+    }[key_id_edit]
+    renamed = {**signed, "signature": {**signed["signature"], "key_id": key_id}}
+    for checking in (ring, OLD.public_key, NEW.public_key):
+        assert document_status(renamed, checking) == "invalid", (key_id_edit, by)
+        assert document_detail(renamed, checking) is not None
 
 
 def test_a_key_id_that_is_no_key_id_is_not_repeated() -> None:
@@ -130,6 +145,19 @@ def test_a_key_id_that_is_no_key_id_is_not_repeated() -> None:
     detail = str(document_detail(forged, NEW.public_key))
     assert "\x1b" not in detail and "[bold]" not in detail
     assert "a key_id that is no key's id" in detail
+
+
+@pytest.mark.parametrize("alg", ["Ed25519", "ED25519", "rsa", "", None, 1])
+def test_a_wrong_alg_is_named_as_such(alg: object) -> None:
+    """A signature with exactly alg, key_id and value but another alg: said to hold
+    another alg (it was said to hold 'other fields than alg, key_id and value')."""
+    signed = sign_document({"a": 1}, OLD)
+    wrong = {**signed, "signature": {**signed["signature"], "alg": alg}}
+    assert document_status(wrong, OLD.public_key) == "invalid"
+    detail = str(document_detail(wrong, OLD.public_key))
+    assert "alg is not ed25519" in detail and "other fields" not in detail
+    extra = {**signed, "signature": {**signed["signature"], "note": "x"}}
+    assert "other fields than alg" in str(document_detail(extra, OLD.public_key))
 
 
 def test_an_empty_public_key_among_several_is_refused(tmp_path: Path) -> None:
@@ -174,6 +202,12 @@ def test_a_signing_key_variable_holding_a_path_a_public_or_an_encrypted_key_says
     with pytest.raises(ConfigError) as caught:
         signer_from_env({SIGNING_KEY_ENV: "no key at all"})
     assert str(caught.value) == f"{SIGNING_KEY_ENV} is not an unencrypted PEM private key"
+    # A path under an unknown user's home: Path.expanduser raises RuntimeError, which
+    # crashed the command (exit 1, a traceback) instead of this error (exit 2).
+    for value in ("~nosuchuser-dissensus/signing-key.pem", "~nosuchuser-dissensus"):
+        with pytest.raises(ConfigError) as caught:
+            signer_from_env({SIGNING_KEY_ENV: value})
+        assert str(caught.value) == f"{SIGNING_KEY_ENV} is not an unencrypted PEM private key"
 
 
 @pytest.mark.parametrize("payload", [[], "sealed", 7, None])
@@ -352,3 +386,230 @@ def test_a_signed_certificate_verifies_through_every_door(
     assert tool_data(asyncio.run(asyncio.wait_for(mcp(), timeout=120)))["valid"] is True
     # An edit is still found through the doors, the signature set aside or not.
     assert not library_verify({**cert, "floor": 0.99}).valid
+
+
+def _flip(value: str, i: int) -> str:
+    """``value`` with its character ``i`` replaced by another base64 character."""
+    return value[:i] + ("B" if value[i] != "B" else "C") + value[i + 1 :]
+
+
+def test_a_certificate_signature_is_never_read_as_checked_at_any_door(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every door that verifies a certificate without a key (the library, calls.verify,
+    POST /v1/verify, the MCP tool, the command line without --public-key) refuses a
+    signature not written as one (a schema violation) and says of one that is that it
+    was not checked. Each answered ``valid: true`` for a garbage signature, a signature
+    object with another field and an edited signature, and said nothing of a signature
+    present but unchecked; ``--public-key`` finds each of them invalid."""
+    import asyncio
+
+    pytest.importorskip("mcp")
+    from dissensus import calls
+    from dissensus import verify as library_verify
+    from dissensus.concord.record import canonical_digest
+    from dissensus.signing import SIGNING_KEY_ENV
+    from mcp_helpers import tool_data
+    from serve_helpers import auth, client_for, settings
+
+    problem = str(Path(__file__).resolve().parent.parent / "examples/concord/incident.yaml")
+    monkeypatch.setenv(SIGNING_KEY_ENV, OLD.private_pem())
+    out = tmp_path / "cert.json"
+    assert main(["negotiate", problem, "--out", str(out)]) == 0
+    monkeypatch.delenv(SIGNING_KEY_ENV)
+    cert = json.loads(out.read_text(encoding="utf-8"))
+    sig = cert["signature"]
+    unsigned = {k: v for k, v in cert.items() if k != "signature"}
+    edited = json.loads(json.dumps(unsigned))
+    edited["candidates"][0]["text"] += " Also page the CEO."
+    edited["digest"] = canonical_digest({k: v for k, v in edited.items() if k != "digest"})
+    not_checked = "not checked (no public key given)"
+    # name: (document, valid without a key, its signature state without a key)
+    cases: dict[str, tuple[JsonDoc, bool, str]] = {
+        "signed": (cert, True, not_checked),
+        "unsigned": (unsigned, True, "unsigned"),
+        "garbage": ({**unsigned, "signature": "garbage"}, False, "invalid"),
+        "null": ({**unsigned, "signature": None}, False, "invalid"),
+        "extra field": ({**cert, "signature": {**sig, "note": "x"}}, False, "invalid"),
+        "alg": ({**cert, "signature": {**sig, "alg": "Ed25519"}}, False, "invalid"),
+        "key_id": (
+            {**cert, "signature": {**sig, "key_id": sig["key_id"].upper()}},
+            False,
+            "invalid",
+        ),
+        "value spelling": (
+            {**cert, "signature": {**sig, "value": _flip(sig["value"], len(sig["value"]) - 3)}},
+            False,
+            "invalid",
+        ),
+        "value edited": (
+            {**cert, "signature": {**sig, "value": _flip(sig["value"], 5)}},
+            True,
+            not_checked,
+        ),
+        "candidate edited": ({**edited, "signature": sig}, True, not_checked),
+    }
+    assert edited["digest"] != cert["digest"]
+
+    def check(door: str, name: str, verdict: dict[str, Any]) -> None:
+        _, valid, state = cases[name]
+        assert verdict["valid"] is valid, (door, name, verdict)
+        assert verdict["signature"] == state, (door, name, verdict)
+        if not valid:
+            assert verdict["violated"] == "schema", (door, name, verdict)
+            assert verdict["message"].startswith("signature: "), (door, name, verdict)
+        if name == "unsigned":  # unchanged apart from the new field
+            assert set(verdict) == {"valid", "violated", "message", "checked", "signature"}
+
+    for name, (doc, _, _) in cases.items():
+        check("library", name, library_verify(doc).model_dump(mode="json"))
+        check("calls", name, calls.verify(doc).model_dump(mode="json"))
+        check("compared", name, calls.verify({"certificate": doc, "comparison": None}).model_dump())
+
+    async def http() -> dict[str, Any]:
+        answers = {}
+        async with client_for(settings(tmp_path)) as client:
+            for name, (doc, _, _) in cases.items():
+                res = await client.post("/v1/verify", json=doc, headers=auth("sub"))
+                assert res.status_code == 200, (name, res.text)
+                answers[name] = res.json()
+            schema = (await client.get("/openapi.json")).json()["components"]["schemas"]
+        assert schema["Verdict"]["properties"]["signature"]["enum"] == [
+            "unsigned",
+            not_checked,
+            "signed",
+            "invalid",
+        ]
+        return answers
+
+    for name, verdict in asyncio.run(asyncio.wait_for(http(), timeout=120)).items():
+        check("http", name, verdict)
+
+    from mcp.client import Client
+
+    from dissensus.integrations.mcp import build_server
+
+    built = build_server(journal=str(tmp_path / "mcp.sqlite"), root=tmp_path)
+
+    async def mcp() -> dict[str, Any]:
+        async with Client(built) as client:
+            return {
+                name: tool_data(await client.call_tool("verify_certificate", {"certificate": doc}))
+                for name, (doc, _, _) in cases.items()
+            }
+
+    for name, verdict in asyncio.run(asyncio.wait_for(mcp(), timeout=120)).items():
+        check("mcp", name, verdict)
+
+    pub = _pub(tmp_path, "old", OLD)
+    for name, (doc, valid, state) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        capsys.readouterr()
+        assert main(["verify", str(path), "--json"]) == (0 if valid else 1), name
+        check("cli --json", name, json.loads(capsys.readouterr().out))
+        assert main(["verify", str(path)]) == (0 if valid else 1), name
+        human = capsys.readouterr().out
+        if state == "unsigned":
+            assert "signature" not in human, (name, human)
+        else:
+            assert f"signature: {state}" in human, (name, human)
+        if not valid:
+            assert "invalid: schema: signature: " in human, (name, human)
+        want = "signed" if name == "signed" else "unsigned" if name == "unsigned" else "invalid"
+        assert main(["verify", str(path), "--public-key", str(pub), "--json"]) == (
+            0 if want == "signed" else 1
+        ), name
+        assert json.loads(capsys.readouterr().out)["signature"] == want, name
+
+
+def _rewrite_chain(
+    target: str, edit: dict[str, object], forge: str | None, key_id: str | None
+) -> None:
+    """What a writer with the database but no key can do: edit the payload of the run's
+    events of type ``e``, recompute every hash and each seal's claim (``n_events``,
+    ``head``), keep the seals' old signatures (``forge`` None) or put in a signature
+    written as one under ``key_id`` (``stranger``: the stranger's signature of the new
+    claim; ``random``: 64 random bytes), and update the run's header."""
+    import base64
+    import random
+
+    from dissensus.store import canonical, chain_hash
+    from store_backends import raw
+
+    rows = raw(
+        target,
+        "SELECT seq, key, type, case_ref, at, payload, prev_hash FROM events "
+        "WHERE run_id = 'r' ORDER BY seq",
+    )
+    prev = rows[0][6]
+    for seq, key, typ, case, at, text, _ in rows:
+        payload = json.loads(text)
+        if typ == "e":
+            payload = edit
+        if typ == "run.sealed":
+            payload["head"], payload["n_events"] = prev, seq
+            claim = {k: payload[k] for k in ("run", "n_events", "head")}
+            if forge == "stranger":
+                payload["signature"] = {**STRANGER.sign_text(canonical(claim)), "key_id": key_id}
+            elif forge == "random":
+                value = bytes(random.Random(seq).getrandbits(8) for _ in range(64))
+                payload["signature"] = {
+                    "alg": "ed25519",
+                    "key_id": key_id,
+                    "value": base64.b64encode(value).decode("ascii"),
+                }
+        body = {"run": "r", "seq": seq, "key": key, "type": typ, "case": case, "at": at}
+        digest = chain_hash(prev, {**body, "payload": payload})
+        raw(
+            target,
+            "UPDATE events SET payload = ?, prev_hash = ?, hash = ? WHERE run_id = 'r' AND seq = ?",
+            (canonical(payload), prev, digest, seq),
+        )
+        prev = digest
+    raw(target, "UPDATE runs SET head_hash = ? WHERE run_id = 'r'", (prev,))
+
+
+@seed(20261207)
+@settings(max_examples=30, deadline=None)
+@given(
+    st.dictionaries(st.text(max_size=4), st.integers() | st.text(max_size=6), max_size=3).filter(
+        lambda d: d != {"v": 1}
+    ),
+    st.sampled_from(["one key", "ring of one", "ring of two"]),
+    st.sampled_from([None, "stranger", "random"]),
+    st.sampled_from(["old", "new"]),
+)
+def test_a_chain_rewritten_whole_reads_ok_but_never_signed(
+    tmp_path_factory: pytest.TempPathFactory,
+    edit: dict[str, object],
+    keys: str,
+    forge: str | None,
+    under: str,
+) -> None:
+    """A run rewritten consistently (an event's payload edited, every hash and each
+    seal's claim recomputed) passes the hash chain, which only the signatures can catch:
+    the seals' old signatures kept, or a signature written as one under a given key's id
+    put in, never read ``signed``, with one key or with a ring (a ring that only looked
+    for the key_id among its keys read such a run ``signed``)."""
+    target = str(tmp_path_factory.mktemp("run") / "j.sqlite")
+    if keys == "ring of two":
+        _rotated_run(target)
+        checking: Any = KeyRing([OLD.public_key, NEW.public_key])
+    else:
+        with Journal(target, signer=OLD) as j:
+            j.create_run("r", kind="t", meta={})
+            j.append("r", "e", {"v": 1}, key="k1")
+            j.append("r", "run.finished", {}, key="run/finished")
+        checking = OLD.public_key if keys == "one key" else KeyRing([OLD.public_key])
+        under = "old"
+    with Journal(target) as j:
+        before = j.verify("r", public_key=checking)
+    assert before.ok and before.signature == "signed", before.signature_detail
+    key_id = (OLD if under == "old" else NEW).public_key.key_id
+    _rewrite_chain(target, edit, forge, key_id)
+    with Journal(target) as j:
+        after = j.verify("r", public_key=checking)
+        assert [e.payload for e in j.events("r") if e.type == "e"] == [edit]
+    assert after.ok, after.problems  # the chain alone cannot tell
+    assert after.signature == "invalid", (keys, forge, after.signature_detail)

@@ -33,7 +33,9 @@ Choices this module makes:
   Base64 decoders ignore the unused bits of the last character, so without that a
   changed character of ``value`` could still verify; and a field added to the signature
   or an edited ``key_id`` is a change of the signed document (or of a run's seal) that
-  the signature itself does not cover, so it is ``invalid``, never ``signed``.
+  the signature itself does not cover, so it is ``invalid``, never ``signed``. The
+  spelling needs no key (:func:`signature_problem`), so a door that checks no signature
+  (a certificate verified without a key) still refuses one not written so.
 
 * **The common mistakes named.** A ``$DISSENSUS_SIGNING_KEY`` that is no unencrypted
   PEM private key says what it holds instead when that is a path to an existing file
@@ -87,6 +89,7 @@ __all__ = [
     "load_public_key",
     "load_public_keys",
     "sign_document",
+    "signature_problem",
     "signed_kind",
     "signer_from_env",
     "verify_text",
@@ -202,7 +205,8 @@ def _why_not(data: bytes) -> str:
         return ": it holds a public key; signing needs the private key's PEM"
     text = data.decode("utf-8", "replace").strip()
     if b"-----BEGIN" not in data and "\n" not in text and len(text) < 4096:
-        with contextlib.suppress(OSError, ValueError):
+        # expanduser raises RuntimeError for ``~nosuchuser/...``: no file, not a crash.
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
             if Path(text).expanduser().is_file():
                 return (
                     ": it holds a file's path; it takes the PEM text itself "
@@ -272,6 +276,37 @@ SIGNATURE_KEYS = frozenset({"alg", "key_id", "value"})
 SIGNATURE_BYTES = 64
 """Length of an Ed25519 signature."""
 
+_KEY_ID = re.compile(r"[0-9a-f]{16}")
+
+
+def signature_problem(signature: object) -> str | None:
+    """What keeps ``signature`` from being written as :meth:`Signer.sign_text` writes one
+    (``None``: nothing): an object of exactly ``alg``, ``key_id`` and ``value``, ``alg``
+    ``ed25519``, ``key_id`` 16 lower-case hex digits, ``value`` the one base64 spelling of
+    64 bytes. Needs no key; a signature written so may still not verify. Never repeats
+    the signature's text (it may be a forger's)."""
+    if not isinstance(signature, dict):
+        return "not a signature object"
+    if set(signature) != SIGNATURE_KEYS:
+        return "the signature object holds other fields than alg (ed25519), key_id and value"
+    if signature.get("alg") != "ed25519":
+        return "the signature's alg is not ed25519, the only algorithm signatures are made with"
+    key_id = signature.get("key_id")
+    if not isinstance(key_id, str) or not _KEY_ID.fullmatch(key_id):
+        return "the signature's key_id is not 16 lower-case hex digits"
+    value = signature.get("value")
+    raw: bytes | None = None
+    if isinstance(value, str):
+        with contextlib.suppress(binascii.Error, ValueError):
+            raw = base64.b64decode(value, validate=True)
+    # b64decode ignores the unused low bits of the last character: 16 spellings of one
+    # signature would verify, so an edited character of it would go unseen.
+    if raw is None or len(raw) != SIGNATURE_BYTES or base64.b64encode(raw).decode() != value:
+        return (
+            "the signature's value is not the base64 of 64 bytes, written as its encoder writes it"
+        )
+    return None
+
 
 def verify_text(
     text: str, signature: JsonObject, public_key: PublicKey
@@ -280,31 +315,15 @@ def verify_text(
     :meth:`Signer.sign_text` writes it: the fields ``alg``, ``key_id`` and ``value`` and
     no other, ``key_id`` this key's, and ``value`` the standard base64 of 64 bytes in the
     one spelling the encoder gives (module docstring)."""
-    value = signature.get("value")
     checking = public_key.find(signature.get("key_id"))
-    if (
-        set(signature) != SIGNATURE_KEYS
-        or signature.get("alg") != "ed25519"
-        or checking is None
-        or not isinstance(value, str)
-    ):
+    if signature_problem(signature) is not None or checking is None:
         return "invalid"
-    try:
-        raw = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        return "invalid"
-    # b64decode ignores the unused low bits of the last character: 16 spellings of one
-    # signature would verify, so an edited character of it would go unseen.
-    if len(raw) != SIGNATURE_BYTES or base64.b64encode(raw).decode("ascii") != value:
-        return "invalid"
+    raw = base64.b64decode(str(signature["value"]), validate=True)
     try:
         checking.key.verify(raw, text.encode("utf-8"))
     except InvalidSignature:
         return "invalid"
     return "valid"
-
-
-_KEY_ID = re.compile(r"[0-9a-f]{16}")
 
 
 def why_invalid(signature: object, public_key: PublicKey) -> str:
@@ -315,7 +334,7 @@ def why_invalid(signature: object, public_key: PublicKey) -> str:
     if not isinstance(signature, dict):
         return "the signature is not a signature object"
     if set(signature) != SIGNATURE_KEYS or signature.get("alg") != "ed25519":
-        return "the signature object holds other fields than alg (ed25519), key_id and value"
+        return str(signature_problem(signature))
     key_id = signature.get("key_id")
     checking = public_key.find(key_id)
     if checking is None:
@@ -356,9 +375,9 @@ def signed_kind(document: JsonObject) -> Literal["certificate", "packet", "delib
 
 def document_status(document: JsonObject, public_key: PublicKey) -> Status:
     """``signed``, ``unsigned`` (no ``signature`` field) or ``invalid``."""
-    signature = document.get(SIGNATURE_FIELD)
-    if signature is None:
+    if SIGNATURE_FIELD not in document:
         return "unsigned"
+    signature = document[SIGNATURE_FIELD]
     if not isinstance(signature, dict):
         return "invalid"
     body = {k: v for k, v in document.items() if k != SIGNATURE_FIELD}

@@ -529,12 +529,11 @@ def verify(
     if kind != "certificate" and key is not None:
         _verify_packet_signature(data, key, as_json)
     if kind != "certificate":  # as any JSON object that is not a certificate: exit 1
-        _not_a_certificate(as_json)
-    signed = dict(data)
-    data = {k: v for k, v in data.items() if k != "signature"}
+        packet = data.get("packet") if kind == "deliberation" else data
+        _not_a_certificate(as_json, packet if isinstance(packet, dict) else {})
     verdict = verify_record(data)
-    status = document_status(signed, key) if key is not None else None
-    detail = document_detail(signed, key) if key is not None else None
+    status = document_status(data, key) if key is not None else None
+    detail = document_detail(data, key) if key is not None else None
     if as_json:
         doc = verdict.model_dump(mode="json")
         if status is not None:
@@ -553,19 +552,27 @@ def verify(
         if status == "signed" and beside:
             why = " (the certificate); not covered by the signature: " + ", ".join(beside)
         out_console.print(f"signature: {status}{why}", markup=False)
+    elif verdict.signature != "unsigned" and not as_json:  # present, and no key checked it
+        out_console.print(f"signature: {verdict.signature}", markup=False)
     ok = verdict.valid and status in (None, "signed")
     raise typer.Exit(code=EXIT_OK if ok else EXIT_FAILURE)
 
 
-def _not_a_certificate(as_json: bool) -> None:
+def _not_a_certificate(as_json: bool, packet: JsonObject) -> None:
     """``invalid: schema`` for a decision packet verified without ``--public-key``."""
-    from dissensus.concord.verify import Verdict
+    from dissensus.concord.verify import Verdict, signature_state
 
     message = (
         "a decision packet, not a certificate: it has no properties to recompute "
         "(give --public-key to check its signature)"
     )
-    verdict = Verdict(valid=False, violated="schema", message=message, checked=[])
+    verdict = Verdict(
+        valid=False,
+        violated="schema",
+        message=message,
+        checked=[],
+        signature=signature_state(packet),
+    )
     if as_json:
         write_stdout(json.dumps(verdict.model_dump(mode="json"), indent=2) + "\n")
     else:

@@ -4,10 +4,11 @@ carries the supporting arithmetic, for audit).
 :func:`verify` trusts nothing the record derived: it recomputes, in this order, and
 stops at the first violated property, which it names:
 
-1. ``schema``: the record parses, with exactly the certificate's fields (a top-level
-   ``signature``, which ``negotiate`` adds under ``$DISSENSUS_SIGNING_KEY``, is set
-   aside: it is checked against a public key, :func:`dissensus.signing.document_status`,
-   not recomputed, so a signed certificate verifies through every door);
+1. ``schema``: the record parses, with exactly the certificate's fields, and a top-level
+   ``signature`` (which ``negotiate`` adds under ``$DISSENSUS_SIGNING_KEY``), when there
+   is one, is written as a signature is (:func:`dissensus.signing.signature_problem`); it
+   is then set aside from the recomputation: only a public key checks it
+   (:func:`dissensus.signing.document_status`, ``verify --public-key``);
 2. ``floor``: floor and margin lie in [0, 1];
 3. ``covered``: the negotiating set is a largest component of the recorded graph
    (everyone on a group channel), no agent is listed twice (the bound is computed from
@@ -63,6 +64,16 @@ The floor (``stop``, ``status``, ``shortfall``) is compared with the unrounded
 calibrated values recomputed from the raw numbers, as the protocol does; a faulted
 score (every score of an uncalibrated agent) never clears it, even a floor of 0.
 
+Choices this module makes:
+
+* **A signature is never read as checked when it was not.** Without a public key a
+  signature cannot be checked, yet a verdict that only says ``valid`` reads, to whoever
+  holds a signed certificate, as if it had been. So the verdict says what became of the
+  signature (:attr:`Verdict.signature`): ``unsigned`` (no ``signature`` field), ``not
+  checked (no public key given)`` (one written as a signature is), or ``invalid`` (one
+  that is not: a ``schema`` violation, since no key could ever check it), and
+  ``verify --public-key`` puts ``signed`` or ``invalid`` there.
+
 The replay uses :mod:`dissensus.concord.reference`, an independent statement of the
 rules, not the functions the protocol ran: a bug in either shows as a failed check.
 """
@@ -70,6 +81,7 @@ rules, not the functions the protocol ran: a bug in either shows as a failed che
 from __future__ import annotations
 
 import math
+from typing import Final, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -95,9 +107,10 @@ from dissensus.concord.reference import (
     ref_select,
 )
 from dissensus.concord.scale import check_anchors
+from dissensus.signing import signature_problem
 from dissensus.types import JsonObject
 
-__all__ = ["PROPERTIES", "Verdict", "verify"]
+__all__ = ["NOT_CHECKED", "PROPERTIES", "SignatureState", "Verdict", "signature_state", "verify"]
 
 PROPERTIES = (
     "schema",
@@ -116,6 +129,18 @@ PROPERTIES = (
 )
 
 
+NOT_CHECKED: Final = "not checked (no public key given)"
+
+SignatureState = Literal["unsigned", "not checked (no public key given)", "signed", "invalid"]
+
+
+def signature_state(data: JsonObject) -> SignatureState:
+    """What can be said of a document's ``signature`` field without a key."""
+    if "signature" not in data:
+        return "unsigned"
+    return "invalid" if signature_problem(data["signature"]) is not None else NOT_CHECKED
+
+
 class Verdict(BaseModel):
     """The outcome of a verification."""
 
@@ -125,6 +150,12 @@ class Verdict(BaseModel):
     message: str | None = None
     checked: list[str]
     """Properties checked and found to hold, in order."""
+    signature: SignatureState = "unsigned"
+    """What became of the certificate's ``signature`` field: ``unsigned`` (none),
+    ``not checked (no public key given)`` (written as a signature is, but checked by
+    nothing: only ``verify --public-key`` checks one), ``signed`` (it verifies with the
+    public key given), ``invalid`` (not written as a signature is, a ``schema``
+    violation; or, with a public key, it does not verify)."""
 
 
 class _Violation(Exception):
@@ -139,10 +170,14 @@ def _fail(prop: str, message: str) -> _Violation:
 
 
 def verify(data: JsonObject) -> Verdict:
-    """Check every property of a certificate (as parsed JSON; its ``signature`` set aside)."""
-    data = {k: v for k, v in data.items() if k != "signature"}
+    """Check every property of a certificate (as parsed JSON): its ``signature``, when it
+    has one, only for how it is written (no key checks it here; the verdict says so)."""
+    state = signature_state(data)
     checked: list[str] = []
     try:
+        if state == "invalid":
+            raise _fail("schema", f"signature: {signature_problem(data['signature'])}")
+        data = {k: v for k, v in data.items() if k != "signature"}
         try:
             cert = Certificate.model_validate(data)
         except ValidationError as exc:
@@ -165,8 +200,10 @@ def verify(data: JsonObject) -> Verdict:
             )
         checked.append("digest")
     except _Violation as v:
-        return Verdict(valid=False, violated=v.prop, message=v.message, checked=checked)
-    return Verdict(valid=True, checked=checked)
+        return Verdict(
+            valid=False, violated=v.prop, message=v.message, checked=checked, signature=state
+        )
+    return Verdict(valid=True, checked=checked, signature=state)
 
 
 def _strip(data: JsonObject) -> JsonObject:
