@@ -21,7 +21,8 @@ Pure: the workspace and the run's outcome in, a :class:`DecisionPacket` out.
 * **Mean scores**: an option's mean in the last round that scored it (an option
   eliminated in round 1 keeps its round-1 mean; later rounds score finalists only), and
   none for an option nobody scored (merged, dropped, or a stop before scoring), never
-  0.0; the margin reopen condition names a scored rival only.
+  0.0; the margin reopen condition names a scored rival only, one the last round that
+  scored scored (an option eliminated earlier is no rival, whatever its old mean).
 * **Next actions**: the synthesis's and the workspace's, de-duplicated; after an early
   stop, resuming the deliberation is the first action.
 """
@@ -94,7 +95,10 @@ def assemble_packet(
         )
         for t in ws.open_tensions()
     ]
-    reopen = _reopen(ws, selected, synthesis, means, config)
+    # The margin condition's rival is one the last round scored (rounds after the first
+    # score the finalists only): never an option eliminated earlier, by its stale mean.
+    contenders = {o: means[o] for o in scored} if scored else means
+    reopen = _reopen(ws, selected, synthesis, means, contenders, config)
     actions = _dedupe([*(synthesis.next_actions if synthesis else []), *ws.next_actions])
     if status != "complete":
         actions.insert(
@@ -230,6 +234,7 @@ def _reopen(
     selected: str | None,
     synthesis: RawAct | None,
     means: Mapping[str, float],
+    contenders: Mapping[str, float],
     config: DCIConfig,
 ) -> list[str]:
     conditions = list(synthesis.reopen_conditions) if synthesis else []
@@ -239,7 +244,7 @@ def _reopen(
                 f"Reopen if {t.holder}'s blocking objection {t.id} is borne out: {' '.join(t.points[-1].split())[:240]}"
             )
     if not conditions and selected is not None:
-        rivals = sorted(((m, o) for o, m in means.items() if o != selected), reverse=True)
+        rivals = sorted(((m, o) for o, m in contenders.items() if o != selected), reverse=True)
         if rivals:
             conditions.append(
                 f"Reopen if a re-score brings {rivals[0][1]} within {config.convergence_margin:.2f} of {selected} "
