@@ -13,8 +13,10 @@ Pure: the workspace and the run's outcome in, a :class:`DecisionPacket` out.
   the selected option is no dissent; one shared by others is grouped under the first
   of them in canonical order).
 * **Supporters** of the selected option: its proposer and those who extended it, and
-  every participant whose best score (alone or tied) went to it. Ties are read the
-  same whatever order a model wrote its scores' keys in.
+  every participant whose best score (alone or tied) went to it, unless that
+  participant's last ``recommend`` named another option (it is then in the minority
+  report, never on both sides). Ties are read the same whatever order a model wrote
+  its scores' keys in.
 * **Reopen conditions**: the synthesis's list, plus one per open *blocking* objection
   on the selected option, plus, when the list would otherwise be empty, the score
   margin condition ("reopen if a re-score brings the runner-up within the margin").
@@ -83,7 +85,7 @@ def assemble_packet(
     take precedence for the options they score."""
     scored = [o for o in ws.options if any(o in row for row in ws.scores.values())]
     means = {**(last_means or {}), **mean_scores(scored, ws.scores)}
-    chosen = _selected(ws, selected, path, synthesis, means, fallback, conv)
+    chosen = _selected(ws, selected, path, synthesis, means, fallback, conv, recommends)
     objections = [
         Objection(
             tension=t.id,
@@ -144,6 +146,7 @@ def _selected(
     means: Mapping[str, float],
     fallback: CascadeResult | None,
     conv: ConvergenceRecord | None,
+    recommends: Mapping[str, ActRecord],
 ) -> SelectedOption | None:
     if selected is None:
         return None
@@ -171,7 +174,14 @@ def _selected(
         evidence=evidence,
         mean_score=means.get(selected),
         supporters=sorted(
-            set(option.supporters) | {p for p, row in ws.scores.items() if selected in _tops(row)}
+            set(option.supporters)
+            | {
+                p
+                for p, row in ws.scores.items()
+                if selected in _tops(row)
+                # one who recommended another option is its minority, not our support
+                and (p not in recommends or recommends[p].target == selected)
+            }
         ),
     )
 
