@@ -14,7 +14,8 @@ Problem, task, policy, rules, scripted-model and calibration files are all read 
   forbids it; PyYAML would let the last one silently win, so a doubled ``floor`` could
   change a guarantee).
 * Numbers must be finite: ``.nan`` or ``.inf`` anywhere is an error naming the field
-  ("must be a finite number"), as is text that is not valid Unicode.
+  and the line it is written on ("must be a finite number ... (line 7)"), as is text
+  that is not valid Unicode.
 * Files must be UTF-8 (a UTF-8 byte order mark is skipped). UTF-16 or any other
   encoding is one error line naming the file, never a traceback.
 * **Files are bounded.** A configuration file must be a regular file of at most
@@ -265,7 +266,9 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
     why = find_unrepresentable(data)
     if why is not None:
         where, sep, message = why.partition(": ")
-        raise ConfigError(message if sep else why, file=file, field=where if sep else None)
+        if not sep:
+            raise ConfigError(why, file=file)
+        raise ConfigError(message, file=file, field=where, line=yaml_line_of(text, where))
     return data
 
 
