@@ -12,7 +12,8 @@ packet's structure (``Path: ...; status: ...``), are only ever the packet's own.
 The earlier rendering, which wrote that text with its line breaks as they were, is kept
 as ``layout="previous"`` for one use only: a signed ``deliberate --json`` line written
 by an earlier version restates its packet in that rendering, and ``dissensus verify``
-accepts either rendering of an unedited packet.
+accepts either rendering of an unedited packet. :class:`JudgedOutput`, what ``judge``
+reads, accepts a signed line's packet and ignores its signature.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dissensus.dci.packet import DecisionPacket
 from dissensus.types import JsonObject, Usage
 
-__all__ = ["METHODS", "DeliberationOutput", "Method", "packet_text"]
+__all__ = ["METHODS", "DeliberationOutput", "JudgedOutput", "Method", "packet_text"]
 
 Method = Literal["dci", "single", "voting", "self_consistency", "debate"]
 METHODS: tuple[Method, ...] = ("dci", "single", "voting", "self_consistency", "debate")
@@ -53,6 +54,20 @@ class DeliberationOutput(BaseModel):
     detail: str | None = None
     extras: JsonObject = Field(default_factory=dict)
     """Method-specific facts: votes, tie-breaks, rounds."""
+
+
+class _SignedPacket(DecisionPacket):
+    """A packet as a signed ``deliberate --json`` line carries it: its ``signature``
+    (``DISSENSUS_SIGNING_KEY``) is accepted and set aside, never checked here."""
+
+    signature: JsonObject | None = None
+
+
+class JudgedOutput(DeliberationOutput):
+    """A line ``dissensus judge`` reads: a ``deliberate --json`` line, its packet signed
+    or not. Judging ignores the signature; ``dissensus verify`` checks it."""
+
+    packet: _SignedPacket | None = None
 
 
 def _held(text: str) -> str:
