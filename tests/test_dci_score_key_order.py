@@ -8,6 +8,8 @@ scoring ``{"o1": 0.8, "o2": 0.8}`` supported o1, the same scores written
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,12 +50,11 @@ class _Scorer(ScriptedParticipant):
         return ActReply(act=RawAct(act="recommend", target="o1", text="t", scores=scores))
 
 
-def _packet(orders: list[list[str]]) -> dict[str, object]:
+def _packet(orders: list[list[str]]) -> str:
+    """The packet's JSON as written (no key sorting): its bytes, scores' keys included."""
     agents = [_Scorer(p, order) for p, order in zip(PANEL, orders, strict=True)]
     packet = deliberate_sync(TASK, agents, config=DCIConfig(max_options=3)).packet
-    data = packet.model_dump(mode="json")
-    data["scores"] = {p: dict(sorted(row.items())) for p, row in packet.scores.items()}
-    return data
+    return json.dumps(packet.model_dump(mode="json"))
 
 
 BASE = _packet([["o1", "o2", "o3"]] * 4)
@@ -63,7 +64,42 @@ BASE = _packet([["o1", "o2", "o3"]] * 4)
 @given(orders=st.lists(st.permutations(["o1", "o2", "o3"]), min_size=4, max_size=4))
 def test_the_packet_is_the_same_whatever_the_key_order(orders: list[list[str]]) -> None:
     assert _packet(orders) == BASE
-    selected = BASE["selected"]
+    selected = json.loads(BASE)["selected"]
     assert isinstance(selected, dict) and selected["id"] == "o1"
     # a tie at the top with the selected option is support, whatever the order
     assert "challenger" in selected["supporters"]
+
+
+TWO = parse_task(
+    {
+        "question": "Which road?",
+        "options": [
+            {"id": "north", "text": "Take the north road."},
+            {"id": "south", "text": "Take the south road."},
+        ],
+    }
+)
+SPLIT = {
+    "framer": ({"o1": 0.9, "o2": 0.2}, "o1"),
+    "explorer": ({"o1": 0.9, "o2": 0.3}, "o1"),
+    "challenger": ({"o2": 0.7, "o1": 0.7}, "o2"),
+    "integrator": ({"o1": 0.8, "o2": 0.4}, "o1"),
+}
+
+
+class _Recommender(ScriptedParticipant):
+    async def speak(self, request: ActRequest) -> ActReply:
+        if request.stage != "score":
+            return await super().speak(request)
+        row, target = SPLIT[self.id]
+        act = RawAct(act="recommend", target=target, text=f"I back {target}", scores=row)
+        return ActReply(act=act)
+
+
+def test_a_tied_scorer_who_recommended_another_option_is_minority_not_support() -> None:
+    p = deliberate_sync(TWO, [_Recommender(x) for x in PANEL], config=DCIConfig(max_options=2))
+    packet = p.packet
+    assert packet.selected is not None and packet.selected.id == "o1"
+    assert [(m.option, m.holders) for m in packet.minority_report] == [("o2", ["challenger"])]
+    assert "challenger" not in packet.selected.supporters
+    assert {"framer", "explorer", "integrator"} <= set(packet.selected.supporters)

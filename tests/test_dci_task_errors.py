@@ -46,6 +46,17 @@ from dissensus.errors import ConfigError
             5,
         ),
         ("question: q\n\n\ncolour: red\n", "colour", 4),
+        (
+            "question: q\ndci:\n  max_rounds: 2\n  convergence_margin: .nan\n",
+            "dci.convergence_margin",
+            4,
+        ),
+        ("question: q\n\ndci: {deadline_s: .inf}\n", "dci.deadline_s", 3),
+        (
+            "question: q\noptions:\n  - {id: a, text: A}\n  - {id: b, text: B, w: -.inf}\n",
+            "options.1.w",
+            4,
+        ),
     ],
 )
 def test_a_task_file_error_names_the_line_of_its_field(

@@ -46,3 +46,42 @@ def test_a_nul_in_a_task_or_problem_file_is_one_line_naming_it(tmp_path: Path) -
         line = res.err.strip()
         assert line.startswith(f"error: {path}: invalid YAML at line 2: "), res.err
         assert line.endswith("characters are not allowed (U+0000)") and "\n" not in line
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "line"),
+    [
+        ("question: q\noptions:\n  - id: a\n    text: A\n    text: B\n", "options.0.text", 5),
+        ("a: 1\nb: 2\na: 3\n", "a", 3),
+        ("x: &A {k: 1}\ny: [*A, {k: 1, k: 2}]\n", "y.1.k", 2),
+        ("- [1, {b: {c: 1, c: 2}}]\n", "0.1.b.c", 1),
+        ("acceptance:\n  min_families: 2\n  min_families: 1\n", "acceptance.min_families", 3),
+    ],
+)
+def test_a_duplicate_key_names_its_path_and_line(text: str, field: str, line: int) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_yaml_text(text, file="f.yaml")
+    key = field.rpartition(".")[2]
+    assert (caught.value.field, caught.value.line) == (field, line)
+    assert str(caught.value) == f"f.yaml: field {field!r}: duplicate key {key!r} (line {line})"
+
+
+@pytest.mark.parametrize(
+    ("command", "text", "field"),
+    [
+        (
+            "deliberate",
+            "question: q\noptions:\n  - id: a\n    text: A\n    text: B\n",
+            "options.0.text",
+        ),
+        ("negotiate", "agents: 2\nagents: 3\n", "agents"),
+    ],
+)
+def test_every_file_names_the_duplicate_keys_path(
+    tmp_path: Path, command: str, text: str, field: str
+) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(text, encoding="utf-8")
+    res = cli(command, path)
+    assert res.code == 2
+    assert f"field {field!r}: duplicate key" in res.err, res.err

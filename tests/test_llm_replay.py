@@ -185,3 +185,22 @@ def test_record_spec_with_inner_spec_containing_colons(
     assert isinstance(client.backend, RecordBackend)
     assert client.model_id == "some:model"
     client.close()
+
+
+def test_a_miss_says_when_only_the_prompt_text_differs(tmp_path: Path) -> None:
+    """A recording made with another version's prompts: same agent, stage, schema and
+    seed, the prompt reworded. The miss says the prompt text is all that differs."""
+    rec = tmp_path / "run.jsonl"
+    recorder = ModelClient(RecordBackend(ScriptedBackend.from_dict({"default": "x"}), rec))
+    recorder.chat_sync(ask("CRITERIA: cost; risk\nWhich option?"))
+    recorder.close()
+    replayer = ModelClient(ReplayBackend.from_file(rec))
+    with pytest.raises(ReplayMiss) as info:
+        replayer.chat_sync(ask('<<<CRITERIA\n["cost", "risk"]\nCRITERIA>>>\nWhich option?'))
+    assert "differs from this request only in its prompt text" in str(info.value)
+    assert "another version of dissensus" in str(info.value)
+    # another agent (or stage, seed, ...) is not a prompt-only difference
+    with pytest.raises(ReplayMiss) as info:
+        replayer.chat_sync(ask("CRITERIA: cost; risk\nWhich option?", agent="a2"))
+    assert "only in its prompt text" not in str(info.value)
+    replayer.close()

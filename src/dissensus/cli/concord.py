@@ -657,7 +657,10 @@ def _restated(data: JsonObject, packet: JsonObject) -> tuple[str | None, list[st
         got: object = data
         for part in field.split("."):
             got = got.get(part, _MISSING) if isinstance(got, dict) else _MISSING
-        if got is _MISSING or canonical(got) != canonical(want):
+        # A line written before packet_text indented participants' line breaks
+        # restates an unedited packet in the previous rendering: either agrees.
+        previous = field == "answer" and got == packet_text(model, layout="previous")
+        if (got is _MISSING or canonical(got) != canonical(want)) and not previous:
             return field, []
     uncovered: list[str] = []
     for key, value in data.items():

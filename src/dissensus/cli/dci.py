@@ -350,7 +350,7 @@ def judge_cmd(
     ),
 ) -> None:
     """Score outputs 1-10 (overall, risk identification, reasoning depth, actionability) per judge."""
-    from dissensus.dci.output import DeliberationOutput
+    from dissensus.dci.output import JudgedOutput
     from dissensus.io.jsonl import Reject, RejectSink, read_models
     from dissensus.llm.resolve import ModelFileKey, check_model_spec
 
@@ -369,7 +369,8 @@ def judge_cmd(
     rejected = 0
     # The input first: one refused whole (gzip piped in) leaves --rejects as it was.
     with open_input(outputs_file) as handle, RejectSink(rejects) as sink:
-        for item in read_models(DeliberationOutput, handle, file=outputs_file):
+        # a signed line's packet is read, its signature set aside (verify checks it)
+        for item in read_models(JudgedOutput, handle, file=outputs_file):
             if isinstance(item, Reject):
                 sink.add(item)
                 rejected += 1

@@ -13,15 +13,18 @@ Pure: the workspace and the run's outcome in, a :class:`DecisionPacket` out.
   the selected option is no dissent; one shared by others is grouped under the first
   of them in canonical order).
 * **Supporters** of the selected option: its proposer and those who extended it, and
-  every participant whose best score (alone or tied) went to it. Ties are read the
-  same whatever order a model wrote its scores' keys in.
+  every participant whose best score (alone or tied) went to it, unless that
+  participant's last ``recommend`` named another option (it is then in the minority
+  report, never on both sides). Ties are read the same whatever order a model wrote
+  its scores' keys in.
 * **Reopen conditions**: the synthesis's list, plus one per open *blocking* objection
   on the selected option, plus, when the list would otherwise be empty, the score
   margin condition ("reopen if a re-score brings the runner-up within the margin").
 * **Mean scores**: an option's mean in the last round that scored it (an option
   eliminated in round 1 keeps its round-1 mean; later rounds score finalists only), and
   none for an option nobody scored (merged, dropped, or a stop before scoring), never
-  0.0; the margin reopen condition names a scored rival only.
+  0.0; the margin reopen condition names a scored rival only, one the last round that
+  scored scored (an option eliminated earlier is no rival, whatever its old mean).
 * **Next actions**: the synthesis's and the workspace's, de-duplicated; after an early
   stop, resuming the deliberation is the first action.
 """
@@ -82,7 +85,7 @@ def assemble_packet(
     take precedence for the options they score."""
     scored = [o for o in ws.options if any(o in row for row in ws.scores.values())]
     means = {**(last_means or {}), **mean_scores(scored, ws.scores)}
-    chosen = _selected(ws, selected, path, synthesis, means, fallback, conv)
+    chosen = _selected(ws, selected, path, synthesis, means, fallback, conv, recommends)
     objections = [
         Objection(
             tension=t.id,
@@ -94,7 +97,10 @@ def assemble_packet(
         )
         for t in ws.open_tensions()
     ]
-    reopen = _reopen(ws, selected, synthesis, means, config)
+    # The margin condition's rival is one the last round scored (rounds after the first
+    # score the finalists only): never an option eliminated earlier, by its stale mean.
+    contenders = {o: means[o] for o in scored} if scored else means
+    reopen = _reopen(ws, selected, synthesis, means, contenders, config)
     actions = _dedupe([*(synthesis.next_actions if synthesis else []), *ws.next_actions])
     if status != "complete":
         actions.insert(
@@ -140,6 +146,7 @@ def _selected(
     means: Mapping[str, float],
     fallback: CascadeResult | None,
     conv: ConvergenceRecord | None,
+    recommends: Mapping[str, ActRecord],
 ) -> SelectedOption | None:
     if selected is None:
         return None
@@ -167,7 +174,14 @@ def _selected(
         evidence=evidence,
         mean_score=means.get(selected),
         supporters=sorted(
-            set(option.supporters) | {p for p, row in ws.scores.items() if selected in _tops(row)}
+            set(option.supporters)
+            | {
+                p
+                for p, row in ws.scores.items()
+                if selected in _tops(row)
+                # one who recommended another option is its minority, not our support
+                and (p not in recommends or recommends[p].target == selected)
+            }
         ),
     )
 
@@ -230,6 +244,7 @@ def _reopen(
     selected: str | None,
     synthesis: RawAct | None,
     means: Mapping[str, float],
+    contenders: Mapping[str, float],
     config: DCIConfig,
 ) -> list[str]:
     conditions = list(synthesis.reopen_conditions) if synthesis else []
@@ -239,7 +254,7 @@ def _reopen(
                 f"Reopen if {t.holder}'s blocking objection {t.id} is borne out: {' '.join(t.points[-1].split())[:240]}"
             )
     if not conditions and selected is not None:
-        rivals = sorted(((m, o) for o, m in means.items() if o != selected), reverse=True)
+        rivals = sorted(((m, o) for o, m in contenders.items() if o != selected), reverse=True)
         if rivals:
             conditions.append(
                 f"Reopen if a re-score brings {rivals[0][1]} within {config.convergence_margin:.2f} of {selected} "

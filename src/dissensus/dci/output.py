@@ -9,6 +9,11 @@ said (option texts, the rationale, evidence, objections, the minority's words, r
 conditions, next actions) inside the line that introduces it, its further lines
 indented, so that the lines at the margin, which a reader and a judge take for the
 packet's structure (``Path: ...; status: ...``), are only ever the packet's own.
+The earlier rendering, which wrote that text with its line breaks as they were, is kept
+as ``layout="previous"`` for one use only: a signed ``deliberate --json`` line written
+by an earlier version restates its packet in that rendering, and ``dissensus verify``
+accepts either rendering of an unedited packet. :class:`JudgedOutput`, what ``judge``
+reads, accepts a signed line's packet and ignores its signature.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dissensus.dci.packet import DecisionPacket
 from dissensus.types import JsonObject, Usage
 
-__all__ = ["METHODS", "DeliberationOutput", "Method", "packet_text"]
+__all__ = ["METHODS", "DeliberationOutput", "JudgedOutput", "Method", "packet_text"]
 
 Method = Literal["dci", "single", "voting", "self_consistency", "debate"]
 METHODS: tuple[Method, ...] = ("dci", "single", "voting", "self_consistency", "debate")
@@ -51,6 +56,20 @@ class DeliberationOutput(BaseModel):
     """Method-specific facts: votes, tie-breaks, rounds."""
 
 
+class _SignedPacket(DecisionPacket):
+    """A packet as a signed ``deliberate --json`` line carries it: its ``signature``
+    (``DISSENSUS_SIGNING_KEY``) is accepted and set aside, never checked here."""
+
+    signature: JsonObject | None = None
+
+
+class JudgedOutput(DeliberationOutput):
+    """A line ``dissensus judge`` reads: a ``deliberate --json`` line, its packet signed
+    or not. Judging ignores the signature; ``dissensus verify`` checks it."""
+
+    packet: _SignedPacket | None = None
+
+
 def _held(text: str) -> str:
     """Participants' (or the task's) ``text`` kept inside the line that introduces it:
     every line after its first is indented, whatever breaks it (``\n``, ``\r``,
@@ -59,38 +78,50 @@ def _held(text: str) -> str:
     return "\n".join([first, *(f"  {line}" for line in rest)])
 
 
-def packet_text(packet: DecisionPacket) -> str:
+def _as_written(text: str) -> str:
+    """``text`` with its line breaks as they were (the previous layout)."""
+    return text
+
+
+def packet_text(
+    packet: DecisionPacket, *, layout: Literal["current", "previous"] = "current"
+) -> str:
     """The packet as prose-like text, for judges and human output.
 
     Every line that starts at the margin is the packet's own (``Decision:``, ``Path:``,
     a ``- `` item, ...); text that participants or the task wrote continues indented
     (:func:`_held`), so a synthesis that writes ``\nPath: converged; status: complete``
-    cannot pass for the packet's path and status."""
+    cannot pass for the packet's path and status.
+
+    ``layout="previous"`` writes that text with its line breaks as they were, as
+    versions before the indented layout did: only for checking a line those versions
+    wrote (``dissensus verify``), never for output."""
+    held = _held if layout == "current" else _as_written
     lines: list[str] = []
     if packet.selected is not None:
-        label = f" ({_held(packet.selected.label)})" if packet.selected.label else ""
-        lines.append(f"Decision: {packet.selected.id}{label}: {_held(packet.selected.text)}")
-        lines.append(f"Rationale: {_held(packet.selected.rationale)}")
+        label = f" ({held(packet.selected.label)})" if packet.selected.label else ""
+        lines.append(f"Decision: {packet.selected.id}{label}: {held(packet.selected.text)}")
+        lines.append(f"Rationale: {held(packet.selected.rationale)}")
         if packet.selected.evidence:
-            lines.append("Evidence: " + "; ".join(_held(e) for e in packet.selected.evidence))
+            lines.append("Evidence: " + "; ".join(held(e) for e in packet.selected.evidence))
     else:
         lines.append("Decision: none (no option was available)")
     lines.append(f"Path: {packet.path}; status: {packet.status}")
     if packet.residual_objections:
         lines.append("Residual objections:")
         lines.extend(
-            f"- {o.holder} on {o.target}{' (blocking)' if o.blocking else ''}: {_held(o.points[-1])}"
+            f"- {o.holder} on {o.target}{' (blocking)' if o.blocking else ''}: {held(o.points[-1])}"
             for o in packet.residual_objections
         )
     if packet.minority_report:
         lines.append("Minority report:")
         for m in packet.minority_report:
             conf = f", confidence {m.confidence:.2f}" if m.confidence is not None else ""
-            lines.append(f"- {m.option} held by {', '.join(m.holders)}{conf}: {_held(m.rationale)}")
+            lines.append(f"- {m.option} held by {', '.join(m.holders)}{conf}: {held(m.rationale)}")
     if packet.reopen_conditions:
         lines.append("Reopen conditions:")
-        lines.extend(f"- {_held(c)}" for c in packet.reopen_conditions)
+        lines.extend(f"- {held(c)}" for c in packet.reopen_conditions)
     if packet.next_actions:
         lines.append("Next actions:")
-        lines.extend(f"- {_held(a)}" for a in packet.next_actions)
+        lines.extend(f"- {held(a)}" for a in packet.next_actions)
     return "\n".join(lines)

@@ -23,7 +23,9 @@ with participants x rounds. ``full_transcript=True`` renders every act verbatim 
 it exists to measure the difference.
 
 Choices this module makes: the character caps of :class:`CompactionPolicy`,
-merging a holder's repeated challenges into one tension, and who may resolve a tension.
+merging a holder's repeated challenges into one tension, who may resolve a tension, and
+recording each score row in option order (``o1``, ``o2``, ...), whatever order the
+model wrote its keys in.
 """
 
 from __future__ import annotations
@@ -223,7 +225,11 @@ class Workspace(BaseModel):
         if handler is not None:
             handler(self, record, raw)
         if raw.scores is not None and raw.act == "recommend":
-            self.scores[speaker] = dict(raw.scores)
+            # kept in option order, not the order the model wrote the keys in, so the
+            # packet (its JSON bytes too) is the same whatever that order was
+            known = [o for o in self.options if o in raw.scores]
+            rest = sorted(o for o in raw.scores if o not in self.options)
+            self.scores[speaker] = {o: raw.scores[o] for o in [*known, *rest]}
         return record
 
     def _open_tension(

@@ -10,11 +10,13 @@ Problem, task, policy, rules, scripted-model and calibration files are all read 
   characters) has its nodes counted while it is parsed, event by event, before the
   document is built: a 50 MB file of four million short entries took four minutes and
   5 GB of memory to be refused after it was built whole; it is refused in seconds.
-* A key written twice in one mapping is an error naming the key and its line (YAML
+* A key written twice in one mapping is an error naming the key, its path (the
+  field ``options.0.text``) and the line of its second copy (YAML
   forbids it; PyYAML would let the last one silently win, so a doubled ``floor`` could
   change a guarantee).
 * Numbers must be finite: ``.nan`` or ``.inf`` anywhere is an error naming the field
-  ("must be a finite number"), as is text that is not valid Unicode.
+  and the line it is written on ("must be a finite number ... (line 7)"), as is text
+  that is not valid Unicode.
 * Files must be UTF-8 (a UTF-8 byte order mark is skipped). UTF-16 or any other
   encoding is one error line naming the file, never a traceback.
 * **Files are bounded.** A configuration file must be a regular file of at most
@@ -110,8 +112,7 @@ class _Loader(_BASE):  # type: ignore[misc]
             except TypeError:
                 continue  # unhashable keys fail in the base constructor, with its message
             if duplicate:
-                line = key_node.start_mark.line + 1
-                raise _Duplicate(f"duplicate key {key!r} at line {line}")
+                raise _Duplicate(key, key_node.start_mark.line, key_node.start_mark.column)
         mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return mapping
 
@@ -136,7 +137,37 @@ _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 class _Duplicate(Exception):
-    pass
+    """A key written twice in one mapping: the key and where its second copy starts."""
+
+    def __init__(self, key: Any, line: int, column: int) -> None:
+        super().__init__(key, line, column)
+        self.key, self.line, self.column = key, line, column
+
+
+def _path_of_key(text: str, line: int, column: int) -> str | None:
+    """The dotted path (``options.0.text``) of the mapping key written at ``line`` and
+    ``column`` (0-based marks) of the YAML ``text``; ``None`` when it cannot be told.
+    Walks the composed nodes (aliases not expanded, each node once)."""
+    try:
+        root: Any = yaml.compose(text, Loader=_Loader)
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return None
+    seen: set[int] = set()
+    stack: list[tuple[Any, tuple[str, ...]]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                name = str(k.value) if isinstance(k, yaml.ScalarNode) else "?"
+                if k.start_mark.line == line and k.start_mark.column == column:
+                    return ".".join((*path, name))
+                stack.append((v, (*path, name)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((v, (*path, str(i))) for i, v in enumerate(node.value))
+    return None
 
 
 class _TooLarge(Exception):
@@ -246,7 +277,12 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
             _count_nodes(text)
         data = yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
     except _Duplicate as exc:
-        raise ConfigError(str(exc), file=file) from None
+        raise ConfigError(
+            f"duplicate key {exc.key!r}",
+            file=file,
+            field=_path_of_key(text, exc.line, exc.column),
+            line=exc.line + 1,
+        ) from None
     except (_TooLarge, _BadValue) as exc:
         raise ConfigError(str(exc), file=file) from None
     except RecursionError:
@@ -265,7 +301,9 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
     why = find_unrepresentable(data)
     if why is not None:
         where, sep, message = why.partition(": ")
-        raise ConfigError(message if sep else why, file=file, field=where if sep else None)
+        if not sep:
+            raise ConfigError(why, file=file)
+        raise ConfigError(message, file=file, field=where, line=yaml_line_of(text, where))
     return data
 
 

@@ -23,7 +23,10 @@ never share answers. Choices this module makes:
   the caller's event loop (a server's), where an edit-distance search (quadratic, and
   slowest on the repetitive texts a miss often is) held the loop for seconds to minutes
   and no deadline could interrupt it. The hint is for a person reading the error, not
-  a guarantee of the nearest request by any edit distance.
+  a guarantee of the nearest request by any edit distance. When that request differs
+  from the one asked only in its messages' text (same agent, stage, schema, roles,
+  temperature and seed), the miss says so: the recording was most likely made by a
+  version of dissensus whose prompts differ, and must be made again.
 * The recorder writes only successful attempts, appends (so several runs may add to one
   file), writes every line whole as it is recorded (unbuffered), and records nothing but the canonical request and the
   answer: no headers, no settings, no credentials. A line that cannot be written (a
@@ -187,7 +190,7 @@ class ReplayBackend:
     def __repr__(self) -> str:
         return f"ReplayBackend(model_id={self.model_id!r}, recordings={len(self._order)})"
 
-    def _closest(self, request: ChatRequest) -> str | None:
+    def _closest(self, request: ChatRequest) -> JsonObject | None:
         if not self._order:
             return None
         if self._bags is None:
@@ -195,18 +198,25 @@ class ReplayBackend:
         wanted = _words(_canonical_json(canonical_request(request)))
         scores = [_dice(wanted, bag) for bag in self._bags]
         best = max(range(len(scores)), key=scores.__getitem__)  # the first of equal scores
-        return _canonical_json(self._order[best].request)
+        return self._order[best].request
 
     async def send(self, request: ChatRequest, *, json_mode: JsonMode) -> BackendResponse:
         key = request_key(request)
         found = self._by_key.get(key)
         if not found:
-            closest = self._closest(request)
+            nearest = self._closest(request)
+            closest = _canonical_json(nearest) if nearest is not None else None
             hint = (
                 f"; closest recorded request: {closest[:400]}"
                 if closest
                 else "; the recording is empty"
             )
+            if nearest is not None and _only_prompt_differs(canonical_request(request), nearest):
+                hint += (
+                    "; it differs from this request only in its prompt text: the recording"
+                    " was perhaps made by another version of dissensus, whose prompts"
+                    " differ (record it again with this one)"
+                )
             raise ReplayMiss(
                 f"{self.model_id}: no recording for request {key} (agent={request.agent!r}, "
                 f"stage={request.stage!r}){hint}",
@@ -220,6 +230,24 @@ class ReplayBackend:
 
     async def aclose(self) -> None:
         return None
+
+
+def _only_prompt_differs(wanted: JsonObject, recorded: JsonObject) -> bool:
+    """Whether ``recorded`` (a canonical request) is ``wanted`` but for the text of its
+    messages: the same fields, the same roles in the same order, some content differing."""
+
+    def roles(request: JsonObject) -> object:
+        messages = request.get("messages")
+        if not isinstance(messages, list):
+            return None
+        return [m.get("role") if isinstance(m, dict) else None for m in messages]
+
+    rest = [k for k in {*wanted, *recorded} if k != "messages"]
+    return (
+        all(_canonical_json(wanted.get(k)) == _canonical_json(recorded.get(k)) for k in rest)
+        and roles(wanted) == roles(recorded)
+        and _canonical_json(wanted.get("messages")) != _canonical_json(recorded.get("messages"))
+    )
 
 
 def _recording_failed(path: Path, exc: OSError) -> BackendError:
