@@ -496,8 +496,11 @@ def _check_models(store: Journal, run_id: str) -> None:
     from dissensus.errors import ConfigError
     from dissensus.llm.resolve import check_model_spec
     from dissensus.pipeline.batch import run_spec
+    from dissensus.pipeline.gates import asks_a_model
 
     spec = run_spec(store, run_id)
+    if not asks_a_model(spec.policy):
+        return  # no follow-up (followup: none, max_followups: 0): no spec is used
     agents = spec.policy.seek_context.models
     for field, model in (
         ("model", spec.model),
