@@ -426,6 +426,32 @@ class RunSpec(BaseModel):
         """``role -> sha256`` of every loaded file."""
         return {f.role: f.sha256 for f in self.files}
 
+    def model_reads(self) -> dict[str, str | None]:
+        """``label -> path`` of every file a model spec of the run reads (the
+        ``scripted:`` and ``replay:`` files of the run's model, of each
+        ``seek_context.models`` entry and of each ``panel.members`` model, inside a
+        ``record:`` spec too): files an output of the run may not overwrite."""
+        from dissensus.llm.resolve import spec_reads
+
+        base = Path(self.base_dir) if self.base_dir is not None else None
+        members = [
+            (f"panel.members.{i}.model", m.model) for i, m in enumerate(self.policy.panel.members)
+        ]
+        specs = [
+            ("model", self.model),
+            *((f"seek_context.models.{a}", m) for a, m in self.policy.seek_context.models.items()),
+            *members,
+        ]
+        reads: dict[str, str | None] = {}
+        for field, spec in specs:
+            if not spec:
+                continue
+            if base is not None and field.startswith("panel."):
+                spec = relative_model_spec(spec, base, confine=False)  # as _check_panel_models
+            for i, path in enumerate(spec_reads(spec)):
+                reads[f"the model file of {field}" + (f" ({i})" if i else "")] = path
+        return reads
+
     # The JSON ``runs show`` prints (and its --json); the CLI reads it as a dict, so it
     # becomes a model when the CLI's outputs get response models.
     def summary(self) -> dict[str, Any]:
