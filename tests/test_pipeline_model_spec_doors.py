@@ -10,6 +10,7 @@ so in a directory whose path holds ``:`` a relative recording is journalled as w
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -21,8 +22,10 @@ from dissensus.pipeline import Policy, decide
 from dissensus.pipeline.batch import run_spec, start_run
 from dissensus.pipeline.policy import relative_model_spec
 from dissensus.pipeline.spec import RunSpec
+from dissensus.serve import ServeSettings
 from dissensus.store.journal import open_journal
 from pipeline_cases import CRASH_ANSWERS, panel, write_jsonl, write_policy, write_script
+from serve_helpers import auth, client_for, write_tokens
 
 POLICY = {
     "reading": {"similarity": "tfidf", "theta_s": 0.3},
@@ -66,7 +69,23 @@ def test_every_door_journals_the_same_model_spec(
     res = cli("decide", "in.jsonl", "--policy", "pol.yaml", "--journal", journal,
               "--run-id", "cli", "--model", spec, "--json", cwd=tmp_path)  # fmt: skip
     assert res.code == 0, res.err
-    doors = ["obj", "data", "env", "spec-model", "pol-model", "cli"]
+    settings = ServeSettings(
+        journal=str(journal),
+        policy=str(tmp_path / "pol.yaml"),
+        tokens=str(write_tokens(tmp_path / "tokens.txt")),
+        request_timeout_s=900.0,
+    )
+
+    async def serve() -> str:
+        async with client_for(settings) as client:
+            response = await client.post("/v1/decide", json=[ROWS[0]], headers=auth("sub"))
+        assert response.status_code == 200, response.text
+        return str(response.json()["run_id"])
+
+    monkeypatch.setenv("DISSENSUS_MODEL", spec)
+    served = asyncio.run(serve())
+    monkeypatch.delenv("DISSENSUS_MODEL")
+    doors = ["obj", "data", "env", "spec-model", "pol-model", "cli", served]
     want = f"scripted:{tmp_path / 'rel.yaml'}"
     assert {door: _journalled(journal, door) for door in doors} == dict.fromkeys(doors, want)
 
