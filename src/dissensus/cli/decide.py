@@ -574,7 +574,10 @@ def _check_spec(
     from dissensus.loading import is_code_name
     from dissensus.states.similarity import check_code_name, get_backend
 
-    check_outputs(outputs, reads={f.role: f.path for f in spec.files if f.role != "policy"})
+    # The files the policy names, and those its model specs read (scripted:, replay:).
+    named: dict[str, str | None] = {f.role: f.path for f in spec.files if f.role != "policy"}
+    named.update(spec.model_reads())
+    check_outputs(outputs, reads=named)
     from dissensus.llm.resolve import check_recordings
 
     # A recording (record:FILE:...) is an output too: never one of the run's files.

@@ -452,7 +452,9 @@ def said_resume_interrupted(run_id: str, journal: str | None) -> int:
 def _run_reads(target: str, path: object, started: JsonObject) -> dict[str, str | None]:
     """What a resumed run reads, ``label -> path``: the journal, its input file and every
     file its ``run.started`` names (the policy and the files the policy names), which
-    ``--output`` and ``--rejects`` may not overwrite."""
+    ``--output`` and ``--rejects`` may not overwrite; the files its model specs read
+    (:meth:`~dissensus.pipeline.spec.RunSpec.model_reads`, as ``decide`` checks them)
+    are added to these."""
     reads: dict[str, str | None] = {"--journal": target}
     if isinstance(path, str):
         reads["the run's input"] = path
@@ -496,8 +498,11 @@ def _check_models(store: Journal, run_id: str) -> None:
     from dissensus.errors import ConfigError
     from dissensus.llm.resolve import check_model_spec
     from dissensus.pipeline.batch import run_spec
+    from dissensus.pipeline.gates import asks_a_model
 
     spec = run_spec(store, run_id)
+    if not asks_a_model(spec.policy):
+        return  # no follow-up (followup: none, max_followups: 0): no spec is used
     agents = spec.policy.seek_context.models
     for field, model in (
         ("model", spec.model),
@@ -528,7 +533,7 @@ def _resume(
     shift_every: int = 100,
 ) -> int:
     from dissensus.engines import check_engine
-    from dissensus.pipeline.batch import check_resumable, is_finished
+    from dissensus.pipeline.batch import check_resumable, is_finished, run_spec
     from dissensus.store.journal import journal_path
 
     engine = check_engine(engine, workers=workers, address=ray_address)
@@ -542,6 +547,7 @@ def _resume(
         source = started.payload["input"] if started else {}
         path = source.get("path")
         inputs = _run_reads(target, path, started.payload if started else {})
+        inputs.update(run_spec(store, run_id).model_reads())  # the model's files too
         check_output_path(output, option="--output", inputs=inputs)
         inputs["--output"] = output
         check_output_path(rejects, option="--rejects", inputs=inputs)

@@ -125,6 +125,20 @@ def _spec_files(spec: str) -> list[str]:
     return []
 
 
+def spec_reads(spec: str) -> list[str]:
+    """The files ``spec`` reads: its ``scripted:`` or ``replay:`` file, and a
+    ``record:`` spec's inner spec's (its recording is written, not read)."""
+    kind, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        return []
+    if kind in ("scripted", "replay"):
+        return [rest]
+    if kind == "record":
+        path, sep, inner = rest.partition(":")
+        return spec_reads(inner) if sep and path else []
+    return []
+
+
 def _check_recording(
     spec: str, path: str, inner: str, files: Mapping[str, str | None] | None = None
 ) -> None:

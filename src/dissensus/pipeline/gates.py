@@ -20,6 +20,10 @@ Choices this module makes:
   the rules see ``value_profiles``, the number of agents that state a value profile.
 * The guard's step is built without a second validation (its values are the guard's
   validated decision, two bools and the reason).
+* :func:`follow_up_of` is the one reading of which follow-up a route gets (none, a
+  re-ask, a DCI deliberation); :func:`reaches_acceptance` and :func:`asks_a_model`
+  (whether a policy can make any model call: ``runs resume`` checks the journalled model
+  specs only then) read it, so neither disagrees with the pipeline.
 """
 
 from __future__ import annotations
@@ -90,10 +94,32 @@ def reaches_acceptance(
             return False
     elif action not in ("seek_context", "deliberate"):
         return False
+    # With no follow-up acceptance judges the panel as it is.
+    return follow_up_of(action, followup, max_followups) != "dci"
+
+
+def follow_up_of(action: str, followup: str = "reask", max_followups: int = 1) -> str:
+    """The follow-up a case routed to ``action`` gets if it seeks context (an automatic
+    route the guard does not back, ``seek_context``, ``deliberate``), as
+    ``_seek_context`` goes: ``"none"`` (``seek_context.followup: none`` or
+    ``max_followups: 0``; only the latter stops a ``deliberate`` route's DCI), ``"dci"``
+    or ``"reask"``."""
     effective = "dci" if action == "deliberate" else followup
     if effective == "none" or max_followups == 0:
-        return True  # no follow-up: acceptance judges the panel as it is
-    return effective != "dci"
+        return "none"
+    return effective
+
+
+def asks_a_model(policy: Policy) -> bool:
+    """Whether a run under ``policy`` can make a model call: some route its rules can
+    take (defaults included) seeks context with a follow-up (:func:`follow_up_of`). A
+    recorded re-ask asks no model, yet a case without one does: counted as asking."""
+    sc = policy.seek_context
+    return any(
+        follow_up_of(rule.action, sc.followup, sc.max_followups) != "none"
+        for rule in policy_rules(policy).rules
+        if rule.action in (*AUTO_ACTIONS, "seek_context", "deliberate")
+    )
 
 
 def judged_by_acceptance(

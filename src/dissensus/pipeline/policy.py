@@ -755,22 +755,30 @@ def with_line(exc: ConfigError, file: str, text: str | None = None) -> ConfigErr
     return with_field_line(exc, file, text, what="policy")
 
 
-def with_model_files_under(policy: Policy, base: Path, *, file: str | None = None) -> Policy:
+def with_model_files_under(
+    policy: Policy, base: Path, *, file: str | None = None, confine: bool = True
+) -> Policy:
     """``policy`` with the relative files of its model specs resolved under ``base``
     (relative paths inside a policy are relative to the policy file, model files too);
-    a :class:`ConfigError` naming ``file`` and the field of a spec that cannot be."""
+    a :class:`ConfigError` naming ``file`` and the field of a spec that cannot be.
+    ``confine``: as :func:`relative_model_spec` takes it (false for a policy with no
+    file, whose base is the working directory)."""
     sc = policy.seek_context
     if not (sc.model or sc.models):
         return policy
     # Field values for model_copy(update=...) of SeekContextSettings.
     update: dict[str, Any] = {
         "models": {
-            a: relative_model_spec(m, base, file=file, field=f"seek_context.models.{a}")
+            a: relative_model_spec(
+                m, base, file=file, field=f"seek_context.models.{a}", confine=confine
+            )
             for a, m in sc.models.items()
         }
     }
     if sc.model:
-        update["model"] = relative_model_spec(sc.model, base, file=file, field="seek_context.model")
+        update["model"] = relative_model_spec(
+            sc.model, base, file=file, field="seek_context.model", confine=confine
+        )
     return policy.model_copy(update={"seek_context": sc.model_copy(update=update)})
 
 
@@ -785,7 +793,12 @@ def relative_model_spec(
     """``spec`` with a relative file of ``scripted:``, ``replay:`` or ``record:FILE:...``
     under ``base``; a :class:`ConfigError` naming ``file`` and ``field`` (the policy's
     file and the spec's field) for a recording outside ``base`` (unless not
-    ``confine``: a caller's own spec, made absolute under the working directory)."""
+    ``confine``: a caller's own spec, made absolute under the working directory).
+
+    A recording's file name ends at the first ``:`` of ``record:FILE:INNER``: a relative
+    recording whose absolute path would hold a ``:`` (a directory named ``x:y``) is
+    kept as written when ``base`` is the working directory (the spec reads the same
+    file from there), and is otherwise a :class:`ConfigError` (no spec can name it)."""
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:
         return spec
@@ -804,7 +817,16 @@ def relative_model_spec(
                     file=file,
                     field=field,
                 )
-            path = str(base / path)
+            if ":" not in str(base / path):
+                path = str(base / path)
+            elif base.resolve() != Path.cwd().resolve():
+                raise ConfigError(
+                    f"record: file {path!r} would be {str(base / path)!r}, whose ':' ends "
+                    "a recording's file name in a model spec; move the files to a "
+                    "directory without ':' in its path",
+                    file=file,
+                    field=field,
+                )
         inner = relative_model_spec(inner, base, file=file, field=field, confine=confine)
         return f"record:{path}:{inner}"
     return spec

@@ -24,7 +24,11 @@ Choices this module makes:
   ``$DISSENSUS_MODEL`` (read from ``environ``, default the process environment). The
   relative files of ``model=`` and of ``$DISSENSUS_MODEL`` are relative to the working
   directory and journalled absolute, so a run resumed from another directory reads
-  (and records into) the same files. The
+  (and records into) the same files; so are those of a ``Policy`` object's (or its
+  data's) ``seek_context`` specs, against ``base_dir`` (default: the working directory),
+  so every door journals one run the same spec. A relative recording
+  (``record:FILE:...``) whose absolute path would hold a ``:`` is journalled as written
+  (its file name ends at the first ``:``), and the journalled spec is checked again. The
   resolved spec is checked (its files read, nothing contacted) before any run exists, and
   so is every agent's own model spec (``seek_context.models``), whether or not the run
   will need it (a recorded re-ask calls no model): a bad spec is a configuration error
@@ -206,7 +210,13 @@ class RunSpec(BaseModel):
             elif isinstance(policy, Policy):
                 check_policy(policy, file=policy_file)
                 base = Path(base_dir).resolve() if base_dir is not None else None
-                pol = with_model_files_under(policy, base) if base is not None else policy
+                # Its model files are relative to base_dir, else the working directory:
+                # journalled absolute, as every door journals them.
+                pol = (
+                    with_model_files_under(policy, base)
+                    if base is not None
+                    else with_model_files_under(policy, Path.cwd(), confine=False)
+                )
             else:
                 policy_file = os.fspath(policy)
                 # An explicit base_dir holds every relative path of the file, model files too.
@@ -253,10 +263,10 @@ class RunSpec(BaseModel):
                     ) from None
             _check_agent_models(pol, policy_file, checked, read)
             _check_budget_pays(pol, policy_file, spec_model)
-            if spec_model and spec_model != pol.seek_context.model:
+            if spec_model and (model or not pol.seek_context.model):
                 # The caller's spec (model=, the environment) names files relative to the
                 # working directory: journalled absolute, a resume from elsewhere reads them.
-                spec_model = relative_model_spec(spec_model, Path.cwd(), confine=False)
+                spec_model = _journalled_spec(spec_model, checked, read)
             # A Policy built in code may come with its members open (_check_panel_models).
             if policy_file is not None or from_data:
                 _check_panel_models(pol, policy_file, base, checked, read)
@@ -304,6 +314,7 @@ class RunSpec(BaseModel):
             from dissensus.llm.resolve import check_model_spec
 
             check_model_spec(model)
+            model = _journalled_spec(model, set(), {})
             _check_reask(self.acceptance, policy, model, self.policy_file)
         return self.model_copy(update={"policy": policy, "model": model or self.model})
 
@@ -414,6 +425,32 @@ class RunSpec(BaseModel):
     def digests(self) -> dict[str, str]:
         """``role -> sha256`` of every loaded file."""
         return {f.role: f.sha256 for f in self.files}
+
+    def model_reads(self) -> dict[str, str | None]:
+        """``label -> path`` of every file a model spec of the run reads (the
+        ``scripted:`` and ``replay:`` files of the run's model, of each
+        ``seek_context.models`` entry and of each ``panel.members`` model, inside a
+        ``record:`` spec too): files an output of the run may not overwrite."""
+        from dissensus.llm.resolve import spec_reads
+
+        base = Path(self.base_dir) if self.base_dir is not None else None
+        members = [
+            (f"panel.members.{i}.model", m.model) for i, m in enumerate(self.policy.panel.members)
+        ]
+        specs = [
+            ("model", self.model),
+            *((f"seek_context.models.{a}", m) for a, m in self.policy.seek_context.models.items()),
+            *members,
+        ]
+        reads: dict[str, str | None] = {}
+        for field, spec in specs:
+            if not spec:
+                continue
+            if base is not None and field.startswith("panel."):
+                spec = relative_model_spec(spec, base, confine=False)  # as _check_panel_models
+            for i, path in enumerate(spec_reads(spec)):
+                reads[f"the model file of {field}" + (f" ({i})" if i else "")] = path
+        return reads
 
     # The JSON ``runs show`` prints (and its --json); the CLI reads it as a dict, so it
     # becomes a model when the CLI's outputs get response models.
@@ -773,6 +810,19 @@ def check_guard_calibration_object(learned: Mapping[str, Any] | None) -> None:
 PolicyLike = RunSpec | Policy | Mapping[str, Any] | str | os.PathLike[str] | None
 """What every door takes as its policy: a spec, a policy, its data, a policy file, or the
 defaults."""
+
+
+def _journalled_spec(spec: str, checked: set[ModelFileKey], files: dict[str, str | None]) -> str:
+    """The caller's model spec ``spec`` (already checked) as the run journals it: its
+    relative files made absolute under the working directory (a recording whose path
+    would then hold a ``:`` kept as written: :func:`relative_model_spec`), checked
+    again when that changed it, for the journalled string is the one a resume reads."""
+    from dissensus.llm.resolve import check_model_spec
+
+    absolute = relative_model_spec(spec, Path.cwd(), confine=False)
+    if absolute != spec:
+        check_model_spec(absolute, checked=checked, files=files)
+    return absolute
 
 
 def _check_budget_pays(policy: Policy, policy_file: str | None, model: str | None) -> None:
