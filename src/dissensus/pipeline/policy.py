@@ -333,12 +333,13 @@ class PanelSettings(_Section):
     answer: Literal["structured", "number", "regex"] = "structured"
     """How a member's answer becomes a decision: ``structured`` asks for a JSON object with
     ``decision`` and ``reasoning``; ``number`` extracts the final number of a free-form
-    answer (as ``convert zeroeval``); ``regex`` takes ``pattern``'s first group."""
+    answer (as ``convert zeroeval``); ``regex`` takes a group of ``pattern``."""
     options: list[str] | None = None
     """``structured``: the decision's options (an enum); ``None``: any string, normalised
     (whitespace collapsed, case folded)."""
     pattern: str | None = None
-    """``regex``: searched in the answer; the first group (or the match) is the decision."""
+    """``regex``: searched in the answer; its group ``decision``, else group 1 (or the match)
+    is the decision (:mod:`dissensus.panels.answers`)."""
     instructions: str | None = None
     """System message put before the client's messages for every member (``None``: none)."""
     max_members: int = Field(default=16, ge=2, le=64)
