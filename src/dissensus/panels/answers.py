@@ -33,10 +33,13 @@ A regex's other groups never vote: in ``Answer: ?([A-D])? ?([0-9]+)%`` a member 
 group stands in for group 1 only when the two are in different top-level alternatives
 (found with Python's own regex parser, ``re._parser``), so one alternative's decision
 group is never read from another part of the same alternative.
-A decision given as a JSON number is read as the number's text, a whole number written
-with a fraction as the whole number (``1.0`` is ``"1"``, as ``1`` is): otherwise a member
-writing ``1.0`` abstained with "not one of the options" beside the option ``"1"``, and
-without options ``7`` and ``7.0`` were two decisions.
+A decision given as a JSON number or boolean is read exactly as the CLI and the library
+read a panel's decision (:func:`dissensus.types.normalise_label`), a whole number written
+with a fraction as the whole number (``1.0`` is ``"1"``, as ``1`` is; ``1e16`` is
+``"10000000000000000"`` at any size), ``true`` as ``"true"``: otherwise a member writing
+``1.0`` abstained with "not one of the options" beside the option ``"1"``, without
+options ``7`` and ``7.0`` were two decisions, and one answer gave another decision at the
+chat door than through ``dissensus decide``.
 A structured answer whose JSON holds a key twice in one object (``{"decision": "A",
 "decision": "B"}``, or a repeated key anywhere in it) is an abstention too, its reason
 naming the key (``the answer's JSON holds a key twice in one object: 'decision'``): no
@@ -62,6 +65,7 @@ from dissensus.families import decision_form
 from dissensus.llm.jsonparse import DuplicateKeyError, JSONExtractError, extract_json
 from dissensus.pipeline.policy import PanelSettings
 from dissensus.types import JsonSchema
+from dissensus.types import normalise_label as panel_label
 
 _sre: Any = importlib.import_module("re._parser")
 """Python's own regex parser (its opcodes with it): which top-level alternative a group is in."""
@@ -108,11 +112,12 @@ def verdict_schema(settings: PanelSettings) -> JsonSchema:
 
 
 def _label(value: Any, options: list[str] | None) -> str | None:
-    if not isinstance(value, str | int | float) or isinstance(value, bool):
+    # A number or a boolean as every other door reads one (the CLI's and the library's
+    # panel reader): JSON's 1.0 is the number 1, the option "1", one vote with 1.
+    value = panel_label(value)
+    if not isinstance(value, str):
         return None
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        value = int(value)  # JSON's 1.0 is the number 1: the option "1", one vote with 1
-    text = normalise_label(str(value))
+    text = normalise_label(value)
     if not text or _CONTROL.search(text) is not None:
         return None
     if options is None:
