@@ -265,9 +265,10 @@ def install_errors(app: FastAPI) -> None:
                 field = "run"
         headers: dict[str, str] = {}
         if status == 503:
-            # Unreachable or busy: retry later; the detail is the server log's only.
+            # Unreachable or busy: retry later (a full disk: not before an operator
+            # frees space); the detail is the server log's only.
             journal_errors.log_unavailable(exc, f"{request.method} {path}")
-            headers = journal_errors.retry_headers()
+            headers = journal_errors.retry_headers(message)
         # No message names the journal's file or URL to a remote caller.
         message = journal_errors.scrub(message, [str(service_of(request).journal.path)])
         return error_response(status, message, field, path=path, headers=headers, **extra)
