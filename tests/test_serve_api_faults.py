@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from dissensus.io.jsonl import Reject, parse_line
+from dissensus.serve import create_app
 from dissensus.serve.auth import hash_token
 from dissensus.types import Panel, VoteCase
 from pipeline_cases import panel
@@ -200,6 +201,30 @@ async def test_a_token_outside_ascii_is_taken_as_the_login_form_takes_it(tmp_pat
         for other in (f"Bearer {token}".encode("latin-1", "replace"), b"Bearer \xff\xfe"):
             res = await client.get("/v1/runs", headers={"Authorization": other})
             assert res.status_code == 401 and res.json()["error"] == "unknown token", res.text
+
+
+async def test_latin_1_bytes_of_a_token_match_no_line_and_count_as_failed(
+    tmp_path: Path,
+) -> None:
+    # Every character of this token has a Latin-1 byte: read as it came (Latin-1), the
+    # bytes p\xe4sswort were the token line of hash_token("pässwort").
+    token = "p\u00e4sswort"
+    tokens = tmp_path / "hand-tokens.txt"
+    tokens.write_text(f"{hash_token(token)} hand admin\n", encoding="utf-8")
+    s = settings(tmp_path, tokens=str(tokens))
+    app = create_app(s)
+    service = app.state.service
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+    ) as client:
+        latin = f"Bearer {token}".encode("latin-1")
+        assert b"\xe4" in latin
+        before = len(service.failed_logins)
+        res = await client.get("/v1/runs", headers={"Authorization": latin})
+        assert res.status_code == 401 and res.json()["error"] == "unknown token", res.text
+        assert len(service.failed_logins) > before
+        good = await client.get("/v1/runs", headers={"Authorization": f"Bearer {token}".encode()})
+        assert good.status_code == 200, good.text
 
 
 async def test_a_reviewer_text_with_a_lone_surrogate_is_named_as_such(tmp_path: Path) -> None:
