@@ -97,6 +97,29 @@ async def test_a_body_declared_in_another_charset_is_refused(tmp_path: Path) -> 
             assert res.status_code == 200, (declared, res.text)
 
 
+async def test_us_ascii_a_quoted_parameter_and_a_repeated_charset(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    body = json.dumps(panel("ascii", ["1", "1", "1"])).encode()
+    async with client_for(s) as client:
+        # US-ASCII is a subset of UTF-8 (RFC 8259, section 11).
+        for i, declared in enumerate(("us-ascii", "US-ASCII", "ascii", '"ANSI_X3.4-1968"')):
+            headers = {**auth("sub"), "Content-Type": f"application/json; charset={declared}"}
+            one = json.dumps(panel(f"a{i}", ["1", "1", "1"])).encode()
+            res = await client.post("/v1/decide", headers=headers, content=one)
+            assert res.status_code == 200, (declared, res.text)
+        # A quoted value holding ";charset=latin1" is that value, not a charset.
+        quoted = 'application/json; note="a;charset=latin1"; charset=utf-8'
+        headers = {**auth("sub"), "Content-Type": quoted}
+        res = await client.post("/v1/decide", headers=headers, content=body)
+        assert res.status_code == 200, res.text
+        written = journal_events(s.journal)
+        for twice in ("charset=utf-8; charset=latin-1", "charset=utf-8;charset=utf-8"):
+            headers = {**auth("sub"), "Content-Type": f"application/json; {twice}"}
+            res = await client.post("/v1/decide", headers=headers, content=body)
+            assert "more than once" in _refused(res, "Content-Type")
+        assert journal_events(s.journal) == written
+
+
 def _unrepresentable_lines() -> list[tuple[str, str]]:
     """Panel lines holding a non-finite number or a lone surrogate, in several places."""
     values = json.dumps(escalating_with_values())
