@@ -38,7 +38,7 @@ from dissensus.serve.journal_adapter import (
 from dissensus.serve.limits import error_document
 from dissensus.serve.runs import item_line
 from dissensus.store.journal import UnknownRun
-from dissensus.types import find_unrepresentable
+from dissensus.types import field_path, find_unrepresentable
 
 if TYPE_CHECKING:
     from dissensus.serve.service import Service
@@ -522,9 +522,7 @@ def reject_of(index: int, error: ValidationError | None) -> ItemReject:
         return ItemReject(index=index, field="<root>", error="expected a JSON object")
     first = error.errors()[0]
     message = str(first["msg"]).removeprefix("Value error, ")
-    return ItemReject(
-        index=index, field=".".join(str(p) for p in first["loc"]) or "<root>", error=message
-    )
+    return ItemReject(index=index, field=field_path(first["loc"]) or "<root>", error=message)
 
 
 def _unrepresentable(index: int, item: dict[str, Any]) -> ItemReject | None:
