@@ -53,3 +53,37 @@ def test_either_alternative_gives_the_same_vote(letter: str, second: bool, befor
     text = f"{before} {'ANSWER=' if second else 'Answer: '}{letter}"
     got = read_answer(text, ALTERNATIVES)
     assert got.decision == letter.lower(), (text, got)
+
+
+CONFIDENCE = PanelSettings(answer="regex", pattern=r"Answer:\s*([A-D])?\s*(\d+)%")
+
+
+def test_a_later_group_of_the_same_alternative_never_votes() -> None:
+    got = read_answer("Not sure which letter. Answer: 80%", CONFIDENCE)
+    assert got.decision is None and got.why == "the pattern matched an empty decision"
+    assert read_answer("Answer: B 80%", CONFIDENCE).decision == "b"
+
+
+def test_a_named_decision_group_is_the_decision() -> None:
+    named = PanelSettings(answer="regex", pattern=r"conf (\d+) ans (?P<decision>[A-D])?")
+    assert read_answer("conf 80 ans B", named).decision == "b"
+    assert read_answer("conf 80 ans ", named).decision is None
+
+
+def test_alternatives_after_a_common_prefix_are_still_alternatives() -> None:
+    prefixed = PanelSettings(answer="regex", pattern=r"Answer: (x)|Answer: (y)")
+    assert read_answer("Answer: y", prefixed).decision == "y"
+
+
+def test_only_the_first_group_of_the_matching_alternative_votes() -> None:
+    pattern = PanelSettings(answer="regex", pattern=r"A: (x)|B: ([A-D])?\s*(\d+)")
+    assert read_answer("B: 80", pattern).decision is None
+    assert read_answer("B: C 80", pattern).decision == "c"
+
+
+@seed(20261206)
+@settings(max_examples=60, deadline=None)
+@given(confidence=st.integers(min_value=0, max_value=100), before=st.text(alphabet="xyz .,"))
+def test_a_confidence_figure_is_never_a_vote(confidence: int, before: str) -> None:
+    got = read_answer(f"{before} Answer: {confidence}%", CONFIDENCE)
+    assert got.decision is None, got

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from dissensus.io.jsonl import Reject, parse_line
+from dissensus.serve import create_app
 from dissensus.serve.auth import hash_token
 from dissensus.types import Panel, VoteCase
 from pipeline_cases import panel
@@ -94,6 +95,29 @@ async def test_a_body_declared_in_another_charset_is_refused(tmp_path: Path) -> 
             utf8 = json.dumps(panel(f"p-{declared.strip(chr(34))}", ["1", "1", "1"])).encode()
             res = await client.post("/v1/decide", headers=headers, content=utf8)
             assert res.status_code == 200, (declared, res.text)
+
+
+async def test_us_ascii_a_quoted_parameter_and_a_repeated_charset(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    body = json.dumps(panel("ascii", ["1", "1", "1"])).encode()
+    async with client_for(s) as client:
+        # US-ASCII is a subset of UTF-8 (RFC 8259, section 11).
+        for i, declared in enumerate(("us-ascii", "US-ASCII", "ascii", '"ANSI_X3.4-1968"')):
+            headers = {**auth("sub"), "Content-Type": f"application/json; charset={declared}"}
+            one = json.dumps(panel(f"a{i}", ["1", "1", "1"])).encode()
+            res = await client.post("/v1/decide", headers=headers, content=one)
+            assert res.status_code == 200, (declared, res.text)
+        # A quoted value holding ";charset=latin1" is that value, not a charset.
+        quoted = 'application/json; note="a;charset=latin1"; charset=utf-8'
+        headers = {**auth("sub"), "Content-Type": quoted}
+        res = await client.post("/v1/decide", headers=headers, content=body)
+        assert res.status_code == 200, res.text
+        written = journal_events(s.journal)
+        for twice in ("charset=utf-8; charset=latin-1", "charset=utf-8;charset=utf-8"):
+            headers = {**auth("sub"), "Content-Type": f"application/json; {twice}"}
+            res = await client.post("/v1/decide", headers=headers, content=body)
+            assert "more than once" in _refused(res, "Content-Type")
+        assert journal_events(s.journal) == written
 
 
 def _unrepresentable_lines() -> list[tuple[str, str]]:
@@ -200,6 +224,30 @@ async def test_a_token_outside_ascii_is_taken_as_the_login_form_takes_it(tmp_pat
         for other in (f"Bearer {token}".encode("latin-1", "replace"), b"Bearer \xff\xfe"):
             res = await client.get("/v1/runs", headers={"Authorization": other})
             assert res.status_code == 401 and res.json()["error"] == "unknown token", res.text
+
+
+async def test_latin_1_bytes_of_a_token_match_no_line_and_count_as_failed(
+    tmp_path: Path,
+) -> None:
+    # Every character of this token has a Latin-1 byte: read as it came (Latin-1), the
+    # bytes p\xe4sswort were the token line of hash_token("pässwort").
+    token = "p\u00e4sswort"
+    tokens = tmp_path / "hand-tokens.txt"
+    tokens.write_text(f"{hash_token(token)} hand admin\n", encoding="utf-8")
+    s = settings(tmp_path, tokens=str(tokens))
+    app = create_app(s)
+    service = app.state.service
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+    ) as client:
+        latin = f"Bearer {token}".encode("latin-1")
+        assert b"\xe4" in latin
+        before = len(service.failed_logins)
+        res = await client.get("/v1/runs", headers={"Authorization": latin})
+        assert res.status_code == 401 and res.json()["error"] == "unknown token", res.text
+        assert len(service.failed_logins) > before
+        good = await client.get("/v1/runs", headers={"Authorization": f"Bearer {token}".encode()})
+        assert good.status_code == 200, good.text
 
 
 async def test_a_reviewer_text_with_a_lone_surrogate_is_named_as_such(tmp_path: Path) -> None:

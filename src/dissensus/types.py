@@ -12,6 +12,9 @@ Choices this module makes:
   float ``1.0`` -> ``"1"`` (as the integer it equals), any other finite float its
   shortest round-trip form ``1.5`` -> ``"1.5"``, ``1e-07`` -> ``"1e-07"`` (Python's
   ``repr``). A non-finite number is refused.
+* An error names a field by its path (:func:`field_path`), each key cut to
+  :data:`FIELD_SEGMENT_CHARS` characters ending with ``…``, so that every door names a
+  field the same way and none echoes a huge key whole.
 * ``decision: null`` is an *abstention*: the agent spoke (its reasoning still counts
   for similarity) but cast no vote. LLMBar judges that gave no usable verdict are
   represented this way.
@@ -59,6 +62,7 @@ from pydantic import (
 )
 
 __all__ = [
+    "FIELD_SEGMENT_CHARS",
     "AcceptanceFigures",
     "AgentOutput",
     "Evidence",
@@ -71,6 +75,8 @@ __all__ = [
     "Usage",
     "Vote",
     "VoteCase",
+    "field_path",
+    "field_segment",
     "find_unrepresentable",
     "gold_label",
     "lone_surrogate",
@@ -216,6 +222,29 @@ def lone_surrogate(text: str) -> str | None:
     return f"not valid Unicode text: a lone surrogate (U+{ord(text[at]):04X}) at character {at + 1}"
 
 
+FIELD_SEGMENT_CHARS = 64
+"""The most characters of one key (or other text taken from the input) an error's field
+path or message shows; a longer one is cut and ends with ``…``."""
+
+
+def field_segment(part: object) -> str:
+    """One segment of a field path (a key, an index) as an error shows it: at most
+    :data:`FIELD_SEGMENT_CHARS` characters, a longer one cut with ``…``. A field is named
+    to point at the value, not to echo the input: a million-character key made a
+    megabyte error."""
+    text = str(part)
+    if len(text) <= FIELD_SEGMENT_CHARS:
+        return text
+    return text[: FIELD_SEGMENT_CHARS - 1] + "\u2026"
+
+
+def field_path(parts: Sequence[object]) -> str:
+    """A dotted field path (``meta.weight``, ``outputs.0.decision``) of ``parts``, each
+    cut by :func:`field_segment`; empty for no parts. Every door names a field with it,
+    the command line's reader and the service alike."""
+    return ".".join(field_segment(p) for p in parts)
+
+
 def _bad_scalar(value: object) -> str | None:
     """Why ``value`` cannot be carried (non-finite float, string that is not UTF-8, a
     value JSON has no form for, such as bytes), or None."""
@@ -269,7 +298,8 @@ def _walk(value: object, where: str) -> str | None:
             for key, sub in item.items():
                 if isinstance(key, str):
                     entries.append((path, key, True))
-                entries.append((f"{path}.{key}" if path else str(key), sub, False))
+                segment = field_segment(key)
+                entries.append((f"{path}.{segment}" if path else segment, sub, False))
             stack.extend(reversed(entries))
         elif isinstance(item, list | tuple):
             stack.extend(

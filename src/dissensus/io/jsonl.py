@@ -104,7 +104,7 @@ from dissensus.io.jsontext import (
 from dissensus.io.limits import MAX_LINE_CHARS, check_record
 from dissensus.io.wire import validate_panel_json
 from dissensus.quoting import json_shown, message_line
-from dissensus.types import Panel, VoteCase, lone_surrogate_at
+from dissensus.types import Panel, VoteCase, field_path, lone_surrogate_at
 
 __all__ = [
     "HEAD_BYTES",
@@ -270,7 +270,7 @@ def _head(handle: IO[str]) -> bytes:
 
 def _field_of(error: ValidationError) -> tuple[str, str]:
     first = error.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+    loc = field_path(first["loc"]) or "<root>"
     msg = first["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]

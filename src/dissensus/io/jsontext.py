@@ -36,7 +36,9 @@ Choices this module makes:
   4,300 by default) are refused: a line names ``<json>`` (as for any text the parser
   refuses); a file names the path of the integer.
 * **Duplicate keys**: a key written twice in one object is refused naming its path
-  (``outputs.0.decision: duplicate key``). Readers differ on which value wins, so a
+  (``outputs.0.decision: duplicate key``). A key of the path longer than
+  64 characters is shown cut, ending with ``…`` (:func:`dissensus.types.field_segment`):
+  a million-character key made a megabyte error. Readers differ on which value wins, so a
   doubled ``floor`` in a certificate, ``beta_star`` in a calibration or ``decision`` in
   a panel line could change what is checked or decided. A file read by
   :func:`load_json_file` is parsed with the check (``strict=True``); a JSONL line is
@@ -59,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from dissensus.errors import ConfigError
-from dissensus.types import find_unrepresentable
+from dissensus.types import field_segment, find_unrepresentable
 
 __all__ = [
     "MAX_DEPTH",
@@ -159,10 +161,13 @@ class _Strict:
             if found is not None and found[0] is item:
                 if found[1] is None:
                     return JsonTextError(path or "<root>", _digits_message())
-                key = found[1]
+                key = field_segment(found[1])
                 return JsonTextError(f"{path}.{key}" if path else key, "duplicate key")
             if isinstance(item, dict):
-                stack.extend((f"{path}.{k}" if path else k, v) for k, v in reversed(item.items()))
+                stack.extend(
+                    (f"{path}.{field_segment(k)}" if path else field_segment(k), v)
+                    for k, v in reversed(item.items())
+                )
             elif isinstance(item, list):
                 stack.extend(
                     (f"{path}.{i}" if path else str(i), item[i])

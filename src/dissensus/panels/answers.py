@@ -15,10 +15,12 @@ Three ways, chosen by the policy:
 * ``number`` — a free-form answer's final number, exactly as ``dissensus convert
   zeroeval`` extracts it (:func:`dissensus.convert.zeroeval.extract_answer`), so a panel
   built from live answers equals the panel the converter builds from the same texts.
-* ``regex`` — the first group of ``panel.pattern`` that took part in the match (or the
-  whole match, for a pattern without groups), normalised like an unconstrained
-  structured decision: with alternatives, ``Answer: ([A-D])|ANSWER=([A-D])``, an answer
-  matching the second one votes its group, not an "empty decision".
+* ``regex`` — a group of ``panel.pattern`` (or the whole match, for a pattern without
+  groups), normalised like an unconstrained structured decision: the group named
+  ``decision`` (``(?P<decision>...)``) when the pattern has one; else group 1 when it
+  took part in the match; else the first group of another top-level alternative of the
+  pattern when that one matched (``Answer: ([A-D])|ANSWER=([A-D])``: an answer matching
+  the second votes its group, not an "empty decision"); else the member abstains.
 
 Choices this module makes: an answer without a usable decision (no JSON object,
 a decision outside the options, no number, no match) is an **abstention** — the member
@@ -26,10 +28,18 @@ spoke, its text is its reasoning, and it gives no vote; it is never an error. So
 decision holding a control character once its white space is collapsed (a NUL, a BEL:
 a panel's decisions hold none, :class:`~dissensus.types.AgentOutput`). A
 structured answer without a ``reasoning`` string keeps its raw text as the reasoning.
-A decision given as a JSON number is read as the number's text, a whole number written
-with a fraction as the whole number (``1.0`` is ``"1"``, as ``1`` is): otherwise a member
-writing ``1.0`` abstained with "not one of the options" beside the option ``"1"``, and
-without options ``7`` and ``7.0`` were two decisions.
+A regex's other groups never vote: in ``Answer: ?([A-D])? ?([0-9]+)%`` a member writing
+"Answer: 80%" left group 1 out, and its confidence figure is not a decision; a later
+group stands in for group 1 only when the two are in different top-level alternatives
+(found with Python's own regex parser, ``re._parser``), so one alternative's decision
+group is never read from another part of the same alternative.
+A decision given as a JSON number or boolean is read exactly as the CLI and the library
+read a panel's decision (:func:`dissensus.types.normalise_label`), a whole number written
+with a fraction as the whole number (``1.0`` is ``"1"``, as ``1`` is; ``1e16`` is
+``"10000000000000000"`` at any size), ``true`` as ``"true"``: otherwise a member writing
+``1.0`` abstained with "not one of the options" beside the option ``"1"``, without
+options ``7`` and ``7.0`` were two decisions, and one answer gave another decision at the
+chat door than through ``dissensus decide``.
 A structured answer whose JSON holds a key twice in one object (``{"decision": "A",
 "decision": "B"}``, or a repeated key anywhere in it) is an abstention too, its reason
 naming the key (``the answer's JSON holds a key twice in one object: 'decision'``): no
@@ -44,6 +54,7 @@ Pure functions, no I/O.
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Any
 
@@ -54,6 +65,10 @@ from dissensus.families import decision_form
 from dissensus.llm.jsonparse import DuplicateKeyError, JSONExtractError, extract_json
 from dissensus.pipeline.policy import PanelSettings
 from dissensus.types import JsonSchema
+from dissensus.types import normalise_label as panel_label
+
+_sre: Any = importlib.import_module("re._parser")
+"""Python's own regex parser (its opcodes with it): which top-level alternative a group is in."""
 
 __all__ = ["MemberAnswer", "normalise_label", "read_answer", "verdict_schema"]
 
@@ -97,11 +112,12 @@ def verdict_schema(settings: PanelSettings) -> JsonSchema:
 
 
 def _label(value: Any, options: list[str] | None) -> str | None:
-    if not isinstance(value, str | int | float) or isinstance(value, bool):
+    # A number or a boolean as every other door reads one (the CLI's and the library's
+    # panel reader): JSON's 1.0 is the number 1, the option "1", one vote with 1.
+    value = panel_label(value)
+    if not isinstance(value, str):
         return None
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        value = int(value)  # JSON's 1.0 is the number 1: the option "1", one vote with 1
-    text = normalise_label(str(value))
+    text = normalise_label(value)
     if not text or _CONTROL.search(text) is not None:
         return None
     if options is None:
@@ -134,6 +150,77 @@ def _structured(text: str, settings: PanelSettings) -> MemberAnswer:
     return MemberAnswer(decision=decision, reasoning=trace)
 
 
+def _top_level_alternatives(pattern: str) -> dict[int, tuple[int, int]]:
+    """Each group of ``pattern`` inside a top-level alternative, mapped to which one:
+    ``(i, j)``, branch ``j`` of the ``i``-th top-level alternation (a common prefix the
+    parser factors out, ``Answer: (x)|Answer: (y)``, or a non-capturing group around
+    the whole, keeps them top-level). A group outside every top-level alternation is
+    not in the map."""
+    where: dict[int, tuple[int, int]] = {}
+
+    def groups_in(items: Any) -> list[int]:
+        found: list[int] = []
+        for op, arg in items:
+            if op is _sre.SUBPATTERN:
+                if arg[0] is not None:
+                    found.append(arg[0])
+                found += groups_in(arg[3])
+            elif op is _sre.BRANCH:
+                for branch in arg[1]:
+                    found += groups_in(branch)
+            elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
+                found += groups_in(arg[2])
+            elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
+                found += groups_in(arg[1])
+            elif op is _sre.ATOMIC_GROUP:
+                found += groups_in(arg)
+            elif op is _sre.GROUPREF_EXISTS:
+                found += groups_in(arg[1])
+                if arg[2] is not None:
+                    found += groups_in(arg[2])
+        return found
+
+    alternations = 0
+
+    def walk(items: Any) -> None:
+        nonlocal alternations
+        for op, arg in items:
+            if op is _sre.BRANCH:
+                alternations += 1
+                for j, branch in enumerate(arg[1]):
+                    for group in groups_in(branch):
+                        where[group] = (alternations, j)
+            elif op is _sre.SUBPATTERN and arg[0] is None and not arg[1] and not arg[2]:
+                walk(arg[3])
+
+    walk(_sre.parse(pattern))
+    return where
+
+
+def _regex_value(found: re.Match[str]) -> str | None:
+    """The decision text of a regex match: the group named ``decision`` when the
+    pattern has one; else group 1 when it took part; else the first group of another
+    top-level alternative that took part (``Answer: ([A-D])|ANSWER=([A-D])``); else
+    ``None``. A pattern without groups gives the whole match."""
+    if "decision" in found.re.groupindex:
+        return found.group("decision")
+    if not found.re.groups:
+        return found.group(0)
+    if found.group(1) is not None:
+        return found.group(1)
+    where = _top_level_alternatives(found.re.pattern)
+    home = where.get(1)
+    seen: set[tuple[int, int]] = set() if home is None else {home}
+    for group in range(2, found.re.groups + 1):
+        alternative = where.get(group)
+        if alternative is None or alternative in seen:
+            continue  # not the first group of another top-level alternative
+        seen.add(alternative)
+        if found.group(group) is not None:
+            return found.group(group)
+    return None
+
+
 def read_answer(text: str, settings: PanelSettings) -> MemberAnswer:
     """The decision and reasoning of one member's answer ``text`` under ``settings``.
 
@@ -154,10 +241,7 @@ def read_answer(text: str, settings: PanelSettings) -> MemberAnswer:
     found = re.search(settings.pattern, text)
     if found is None:
         return MemberAnswer(decision=None, reasoning=trace, why="the pattern does not match")
-    # The first group that took part in the match: with alternatives
-    # (``Answer: (\w+)|ANSWER=(\w+)``) the second one's match is the decision too.
-    taken = [g for g in found.groups() if g is not None]
-    value = taken[0] if taken else (found.group(0) if not found.groups() else None)
+    value = _regex_value(found)
     decision = _label(value, None) if value is not None else None
     why = None if decision is not None else "the pattern matched an empty decision"
     if decision is None and value and normalise_label(value):

@@ -28,6 +28,7 @@ __all__ = [
     "SHUTTING_DOWN",
     "UNFINISHED",
     "case_unknown",
+    "disk_full",
     "journal_down",
     "journal_outage",
     "shutting_down",
@@ -104,7 +105,7 @@ _DISK_FULL = ("database or disk is full", "no space left on device", "could not 
 """How SQLite and PostgreSQL word a full disk (``SQLITE_FULL``, SQLSTATE ``53100``)."""
 
 
-def _disk_full(exc: BaseException) -> bool:
+def disk_full(exc: BaseException) -> bool:
     """Whether ``exc`` (or an error it was raised from) says the disk is full."""
     seen: set[int] = set()
     error: BaseException | None = exc
@@ -128,7 +129,7 @@ def journal_outage(exc: BaseException) -> tuple[str, str] | None:
     if isinstance(exc, JournalBusy):
         return "the journal is busy (another writer holds its lock)", JOURNAL_BUSY
     if isinstance(exc, JournalError) and not isinstance(exc, JournalReadOnly | JournalDamaged):
-        if _disk_full(exc):
+        if disk_full(exc):
             return "the journal's disk is full", JOURNAL_FULL
         return "the journal is unreachable", JOURNAL_UNAVAILABLE
     return None

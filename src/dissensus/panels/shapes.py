@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, 
 
 from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.records import CaseRecord
-from dissensus.types import JsonObject, Usage
+from dissensus.types import JsonObject, Usage, field_segment
 
 __all__ = [
     "COMMITTED",
@@ -178,7 +178,8 @@ class RequestMessage(BaseModel):
                 kind = part.get("type")
                 if kind != "text":
                     raise ValueError(
-                        f"part {i}: only text content parts are supported (got {kind!r})"
+                        f"part {i}: only text content parts are supported "
+                        f"(got {field_segment(repr(kind))})"
                     )
             return value
         if not isinstance(value, str):

@@ -69,7 +69,10 @@ policy file is in (for a symbolic link, the folder of the file it points to, whe
 policy's own files were written beside it), including the file of a ``scripted:`` /
 ``replay:`` / ``record:FILE:...`` model spec. A section left empty (``guard:`` with
 nothing under it, or only comments: YAML's null) is that section's defaults, as a
-section left out is.
+section left out is. A panel member's ``base_url`` is checked as the policy is loaded,
+by every door (the command line, the library, the service): an empty one (``""``, an
+unset template variable) is refused naming its field, not read as "no base_url", which
+would send the member's prompts to ``$OPENAI_BASE_URL`` or OpenAI's own API.
 A routing rules document found valid once (the same JSON text) is not compiled again
 to be checked. ``reading.theta_s`` belongs to ``reading.similarity``'s backend: an
 override of the backend to another one (:meth:`ReadingSettings.with_similarity`, which
@@ -333,12 +336,13 @@ class PanelSettings(_Section):
     answer: Literal["structured", "number", "regex"] = "structured"
     """How a member's answer becomes a decision: ``structured`` asks for a JSON object with
     ``decision`` and ``reasoning``; ``number`` extracts the final number of a free-form
-    answer (as ``convert zeroeval``); ``regex`` takes ``pattern``'s first group."""
+    answer (as ``convert zeroeval``); ``regex`` takes a group of ``pattern``."""
     options: list[str] | None = None
     """``structured``: the decision's options (an enum); ``None``: any string, normalised
     (whitespace collapsed, case folded)."""
     pattern: str | None = None
-    """``regex``: searched in the answer; the first group (or the match) is the decision."""
+    """``regex``: searched in the answer; its group ``decision``, else group 1 (or the match)
+    is the decision (:mod:`dissensus.panels.answers`)."""
     instructions: str | None = None
     """System message put before the client's messages for every member (``None``: none)."""
     max_members: int = Field(default=16, ge=2, le=64)
@@ -658,6 +662,16 @@ def _check_parts(policy: Policy, file: str | None) -> None:
 
     check_similarity(policy.reading.similarity, file=file)
     for i, member in enumerate(policy.panel.members):
+        if member.base_url is not None and not member.base_url:
+            # Read as "no base_url", the member would talk to $OPENAI_BASE_URL or to
+            # OpenAI's own API: a member meant to be a local server (an unset template
+            # variable) sending its prompts elsewhere. Refused here, by every door.
+            raise ConfigError(
+                f"member {member.name}: base_url is empty: give the member's server URL, "
+                "or leave base_url out for $OPENAI_BASE_URL",
+                file=file,
+                field=f"panel.members.{i}.base_url",
+            )
         problem = member.base_url and member_url_problem(member.base_url)
         if problem:
             raise ConfigError(

@@ -38,7 +38,7 @@ from dissensus.serve.journal_adapter import (
 from dissensus.serve.limits import error_document
 from dissensus.serve.runs import item_line
 from dissensus.store.journal import UnknownRun
-from dissensus.types import find_unrepresentable
+from dissensus.types import field_path, find_unrepresentable
 
 if TYPE_CHECKING:
     from dissensus.serve.service import Service
@@ -112,14 +112,25 @@ def require(role: Role) -> Callable[[Request], Awaitable[Principal]]:
                 f"the token of {principal.name} has role {principal.role}; this needs {role}",
                 "Authorization",
             )
+        # The query is checked once the caller is known: a caller without credentials
+        # (or with a token refused for its role) is told so, 401/403, never 422 listing
+        # the parameters the endpoint takes (:func:`known_query`).
+        _check_query(request)
         return principal
 
+    dependency.checks_query = True  # type: ignore[attr-defined]
     return dependency
 
 
 _QUERY_NAMES: dict[int, frozenset[str]] = {}
 """The query parameters each route takes, by the route's ``id`` (routes live as long
 as the app)."""
+
+
+_AUTHENTICATED: dict[int, bool] = {}
+"""Whether each route (by ``id``) depends on :func:`require`, which checks its query."""
+_CHECKED: dict[int, bool] = {}
+"""Whether each route (by ``id``) has its query checked (depends on :func:`known_query`)."""
 
 
 def _query_names(route: Any) -> frozenset[str] | None:
@@ -129,12 +140,17 @@ def _query_names(route: Any) -> frozenset[str] | None:
     names = _QUERY_NAMES.get(id(route))
     if names is None:
         found: set[str] = set()
+        authenticated = checked = False
         stack = [dependant]
         while stack:  # the route's own parameters and its dependencies'
             current = stack.pop()
             found.update(p.alias for p in current.query_params)
+            authenticated |= bool(getattr(current.call, "checks_query", False))
+            checked |= current.call is known_query
             stack.extend(current.dependencies)
         names = _QUERY_NAMES[id(route)] = frozenset(found)
+        _AUTHENTICATED[id(route)] = authenticated
+        _CHECKED[id(route)] = checked
     return names
 
 
@@ -144,9 +160,24 @@ async def known_query(request: Request) -> None:
     ``theta_s`` or ``Beta`` for ``beta`` was dropped, and the request answered under the
     policy's values as if it had been sent without it, as the command line refuses an
     option it does not know. A parameter given twice (``limit=5&limit=6``) is 422 too:
-    the route read the last copy, where a proxy or a log may show the first."""
-    names = _query_names(request.scope.get("route"))
-    if names is None:
+    the route read the last copy, where a proxy or a log may show the first.
+
+    A route that takes a role (:func:`require`) has its query checked there, after the
+    caller is authenticated and authorised: router dependencies run before a route's
+    own, and a request without a valid token was answered 422 listing the endpoint's
+    parameters, its token never checked (nor counted by the throttle of failed
+    checks), where it is 401 (or 403 for a role that may not)."""
+    route = request.scope.get("route")
+    if _query_names(route) is not None and not _AUTHENTICATED[id(route)]:
+        _check_query(request)
+
+
+def _check_query(request: Request) -> None:
+    """:func:`known_query`'s check, for a route that takes it (a route whose router does
+    not, such as ``/healthz``, takes any query as before)."""
+    route = request.scope.get("route")
+    names = _query_names(route)
+    if names is None or not _CHECKED[id(route)]:
         return
     seen: set[str] = set()
     for name, _ in request.query_params.multi_items():
@@ -265,9 +296,10 @@ def install_errors(app: FastAPI) -> None:
                 field = "run"
         headers: dict[str, str] = {}
         if status == 503:
-            # Unreachable or busy: retry later; the detail is the server log's only.
+            # Unreachable or busy: retry later (a full disk: not before an operator
+            # frees space); the detail is the server log's only.
             journal_errors.log_unavailable(exc, f"{request.method} {path}")
-            headers = journal_errors.retry_headers()
+            headers = journal_errors.retry_headers(message)
         # No message names the journal's file or URL to a remote caller.
         message = journal_errors.scrub(message, [str(service_of(request).journal.path)])
         return error_response(status, message, field, path=path, headers=headers, **extra)
@@ -490,9 +522,7 @@ def reject_of(index: int, error: ValidationError | None) -> ItemReject:
         return ItemReject(index=index, field="<root>", error="expected a JSON object")
     first = error.errors()[0]
     message = str(first["msg"]).removeprefix("Value error, ")
-    return ItemReject(
-        index=index, field=".".join(str(p) for p in first["loc"]) or "<root>", error=message
-    )
+    return ItemReject(index=index, field=field_path(first["loc"]) or "<root>", error=message)
 
 
 def _unrepresentable(index: int, item: dict[str, Any]) -> ItemReject | None:

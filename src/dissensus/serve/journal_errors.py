@@ -9,6 +9,12 @@ Choices this module makes:
   file cannot be opened), is answered ``503`` with ``Retry-After`` (:data:`RETRY_AFTER_S`):
   the request may be sent again. A read-only or damaged journal is not transient and
   keeps its own answer (409).
+* **A full disk is not an outage a moment mends.** A journal error that says its disk
+  (or database) is full (SQLite's ``SQLITE_FULL``, PostgreSQL's SQLSTATE ``53100``,
+  read by :func:`dissensus.panels.errors.disk_full`, as the chat door reads it) is
+  ``503`` "the journal's disk is full" (:data:`DISK_FULL`) **without** ``Retry-After``:
+  only an operator mends it, and calling it unreachable and inviting a retry in two
+  seconds sent clients to ask again, each retry failing the same way.
 * **No location.** The answer of an unavailable journal is a fixed sentence
   (:data:`UNREACHABLE`, :data:`BUSY`): the driver's text (host, port, user, database,
   file) never reaches the caller. Every other message built from a journal error is
@@ -24,10 +30,12 @@ import re
 import shlex
 from collections.abc import Iterable
 
+from dissensus.panels.errors import disk_full
 from dissensus.store.errors import JournalBusy, JournalDamaged, JournalError, JournalReadOnly
 
 __all__ = [
     "BUSY",
+    "DISK_FULL",
     "RETRY_AFTER_S",
     "UNREACHABLE",
     "log_unavailable",
@@ -43,6 +51,7 @@ RETRY_AFTER_S = 2
 
 UNREACHABLE = "the journal is unreachable"
 BUSY = "the journal is busy (another writer holds its lock)"
+DISK_FULL = "the journal's disk is full"
 
 _URL = re.compile(r"postgres(?:ql)?://\S*[^\s:;,.)\]'\"]", re.IGNORECASE)
 """A PostgreSQL URL in a message (its trailing punctuation left out)."""
@@ -50,17 +59,22 @@ _URL = re.compile(r"postgres(?:ql)?://\S*[^\s:;,.)\]'\"]", re.IGNORECASE)
 
 def unavailable(exc: BaseException) -> str | None:
     """The public sentence for ``exc`` when it says the journal cannot be used right now
-    (answered 503, retry later); ``None`` for any other error."""
+    (answered 503: retry later, or :data:`DISK_FULL`, not before an operator frees
+    space); ``None`` for any other error."""
     if isinstance(exc, JournalBusy):
         return BUSY
     if isinstance(exc, JournalReadOnly | JournalDamaged):
         return None
     if isinstance(exc, JournalError):
-        return UNREACHABLE
+        return DISK_FULL if disk_full(exc) else UNREACHABLE
     return None
 
 
-def retry_headers() -> dict[str, str]:
+def retry_headers(said: str | None = None) -> dict[str, str]:
+    """``Retry-After`` for a 503 whose message is ``said``: none when it says the
+    journal's disk is full (:data:`DISK_FULL`), which no retry mends."""
+    if said is not None and DISK_FULL in said:
+        return {}
     return {"Retry-After": str(RETRY_AFTER_S)}
 
 

@@ -40,7 +40,10 @@ route) closes the two ways a page can do that:
   gzipped body) is ``415`` naming ``Content-Encoding``, so is a transfer coding other
   than ``chunked`` (``Transfer-Encoding: gzip, chunked``, whose gzip the HTTP parser
   does not undo) naming ``Transfer-Encoding``, and a ``charset`` other than
-  UTF-8 in ``Content-Type`` is ``415`` naming ``Content-Type``. The body is never
+  UTF-8 in ``Content-Type`` is ``415`` naming ``Content-Type`` (US-ASCII, a subset of
+  UTF-8, by any of its IANA names, is UTF-8; a ``charset`` given twice, ``charset=utf-8;
+  charset=latin-1``, is refused, as a header sent twice is; parameters are read
+  quote-aware by the standard library's header parser). The body is never
   decompressed or transcoded; without these checks a gzipped body was answered "not
   UTF-8" and a Latin-1 one that happened to be valid UTF-8 was read as other text.
 * On the OpenAI-compatible paths these refusals are OpenAI's error body
@@ -58,6 +61,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from email.message import Message
+from email.utils import collapse_rfc2231_value
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -111,18 +116,41 @@ def _is_json(content_type: str) -> bool:
     )
 
 
-def _charset(content_type: str) -> str | None:
-    """The ``charset`` parameter of a ``Content-Type`` value (unquoted, lower case), or
-    None when it has none."""
-    for param in content_type.split(";")[1:]:
-        name, _, value = param.partition("=")
+def _charsets(content_type: str) -> list[str]:
+    """The ``charset`` parameters of a ``Content-Type`` value (unquoted, lower case), in
+    the order given: none, one, or more (refused). Parameters are read by the standard
+    library's header parser (:class:`email.message.Message`), quote-aware, so a quoted
+    value holding ``;charset=latin1`` is that value, not a charset."""
+    header = Message()
+    header["content-type"] = content_type
+    found: list[str] = []
+    for name, value in header.get_params(failobj=[])[1:]:
         if name.strip().lower() == "charset":
-            return value.strip().strip('"').strip().lower()
-    return None
+            text = collapse_rfc2231_value(value) if isinstance(value, tuple) else value
+            found.append(str(text).strip().lower())
+    return found
 
 
-_UTF8 = frozenset({"utf-8", "utf8"})
-"""``charset`` values that name the one encoding a body may have."""
+_UTF8 = frozenset(
+    {
+        "utf-8",
+        "utf8",
+        # US-ASCII is a subset of UTF-8 (RFC 8259, section 11): its IANA names.
+        "us-ascii",
+        "ascii",
+        "us",
+        "iso646-us",
+        "iso-ir-6",
+        "ansi_x3.4-1968",
+        "ansi_x3.4-1986",
+        "iso_646.irv:1991",
+        "ibm367",
+        "cp367",
+        "csascii",
+    }
+)
+"""``charset`` values that a body in the one encoding it may have (UTF-8) is written in:
+UTF-8 and US-ASCII, its subset, by their common names."""
 
 
 def _body_refusal(headers: dict[bytes, bytes]) -> tuple[str, str] | None:
@@ -150,10 +178,17 @@ def _body_refusal(headers: dict[bytes, bytes]) -> tuple[str, str] | None:
             f"{transfer[:40]}); send the JSON as it is",
             "Transfer-Encoding",
         )
-    charset = _charset(content_type.decode("latin-1")) if content_type is not None else None
-    if charset is not None and charset not in _UTF8:
+    charsets = _charsets(content_type.decode("latin-1")) if content_type is not None else []
+    if len(charsets) > 1:
+        # Readers differ on which copy counts, as for a header sent twice.
         return (
-            f"a request body must be UTF-8 JSON (Content-Type names charset={charset[:40]})",
+            "a request body's Content-Type names its charset more than once "
+            f"(charset={', charset='.join(c[:40] for c in charsets[:4])})",
+            "Content-Type",
+        )
+    if charsets and charsets[0] not in _UTF8:
+        return (
+            f"a request body must be UTF-8 JSON (Content-Type names charset={charsets[0][:40]})",
             "Content-Type",
         )
     return None

@@ -368,7 +368,7 @@ def install_page_errors(app: FastAPI) -> None:
             ),
             back=queue_back(request),
         )
-        response.headers.update(journal_errors.retry_headers())
+        response.headers.update(journal_errors.retry_headers(public))
         return response
 
     app.add_exception_handler(DissensusError, page_or_api)

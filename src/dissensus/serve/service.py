@@ -7,8 +7,10 @@ Choices this module makes:
   header over decoded as Latin-1, so a token written by hand with a character outside
   ASCII (``pässwort``) hashed to other bytes than its line's sha256 (of its UTF-8, as
   ``hash_token``, ``sha256sum`` and the review page's login form take it) and was
-  refused ``unknown token`` on the API while the login form took it. A header that is
-  not UTF-8 is compared as it came (it matches no line).
+  refused ``unknown token`` on the API while the login form took it. A header whose
+  bytes are not UTF-8 matches no line and is counted as a failed check (401 ``unknown
+  token``): compared as it came, read as Latin-1, ``p\xe4sswort`` (Latin-1 bytes) was
+  the line of ``hash_token("pässwort")``, a token the client never sent as its bytes.
 """
 
 from __future__ import annotations
@@ -88,22 +90,24 @@ class Service:
         store = self.tokens.current()
         if store is None:
             raise ApiError(503, TOKENS_UNAVAILABLE, "Authorization", headers={"Retry-After": "1"})
-        principal = store.authenticate(_sent(token.strip()))
+        sent = _sent(token.strip())
+        principal = None if sent is None else store.authenticate(sent)
         if principal is None:
             self.failed_logins.failed(peer)
             raise ApiError(401, "unknown token", "Authorization")
         return principal
 
 
-def _sent(token: str) -> str:
+def _sent(token: str) -> str | None:
     """The token a client sent, from a header value decoded as Latin-1 (its bytes): read
-    as UTF-8, or as it came when it is not UTF-8 (see the module docstring)."""
+    as UTF-8; ``None`` when its bytes are not UTF-8, a token that matches no line (see
+    the module docstring)."""
     if token.isascii():
         return token
     try:
         return token.encode("latin-1").decode("utf-8")
     except (UnicodeEncodeError, UnicodeDecodeError):
-        return token
+        return None
 
 
 def _reopener(journal: Journal, given: str) -> Callable[[], Journal] | None:

@@ -131,7 +131,7 @@ async def decide(
                 503,
                 _about(state.run_id, "", state.error),
                 None,
-                headers=journal_errors.retry_headers(),
+                headers=journal_errors.retry_headers(state.error),
                 run_id=state.run_id,
             )
         return JSONResponse(
@@ -154,7 +154,7 @@ async def decide(
             503,
             _about(state.run_id, " failed", state.error),
             None,
-            headers=journal_errors.retry_headers(),
+            headers=journal_errors.retry_headers(state.error),
             run_id=state.run_id,
         )
     if state.status != "finished":
