@@ -62,10 +62,26 @@ def test_a_file_without_strata_judges_every_case() -> None:
     assert apply_acceptance(acc, _case(), stratum=None).accepted
 
 
-def test_a_library_file_with_strata_but_no_field_name_refuses_too() -> None:
-    # calibrate(strata=...) without strata_field: the strata are still the file's.
+def test_a_library_file_with_strata_but_no_field_name_accepts_no_case() -> None:
+    # Written by calibrate(strata=...) before strata_field was required: no door can read
+    # a case's stratum, so no stratum's guarantee covers it (it committed every case).
     acc = _stratified(["A", "B"]).model_copy(update={"strata_field": None})
-    verdict = apply_acceptance(acc, _case(), stratum="C")
-    assert not verdict.accepted
-    assert "stratum 'C' is none of the 2 strata" in verdict.reason
-    assert apply_acceptance(acc, _case(), stratum="A").accepted
+    for stratum in ("C", "A", None):
+        verdict = apply_acceptance(acc, _case(), stratum=stratum)
+        assert not verdict.accepted
+        assert "names no strata field" in verdict.reason and "A, B" in verdict.reason
+
+
+def test_a_stratified_file_refuses_a_case_given_no_stratum() -> None:
+    verdict = apply_acceptance(_stratified(["A", "B"]), _case(), stratum=None)
+    assert not verdict.accepted and "stratum cannot be read" in verdict.reason
+
+
+def test_calibrate_refuses_strata_without_a_field_name() -> None:
+    from dissensus.acceptance import calibrate
+    from dissensus.errors import InputError
+
+    cases = [_case() for _ in range(4)]
+    with pytest.raises(InputError, match="strata_field") as caught:
+        calibrate(cases, ["1"] * 4, strata=["A", "A", "B", "B"])
+    assert caught.value.field == "strata_field"

@@ -20,7 +20,11 @@ for cases drawn like these). With ``strata``, a stratum too small to
 be calibrated is refused before anything is fitted (:func:`check_strata`), and
 :func:`apply_acceptance` accepts no case of a stratum the file was not calibrated on (a
 stratified guarantee holds in each stratum calibrated, and says nothing of another: a
-file calibrated on two adversarial subsets committed 88 of 100 cases of a third). Under the
+file calibrated on two adversarial subsets committed 88 of 100 cases of a third).
+``strata`` needs ``strata_field`` (an :class:`~dissensus.errors.InputError` naming it
+otherwise): a file with strata and no field name cannot say which stratum a new case is
+in, and one written so before the field was required accepts no case (every door
+passed such a file no stratum, and it committed cases of any). Under the
 ``split`` family rule the file's ``calibration_n`` and figures are those of the half
 that tested the threshold (what the bound counted), ``selection_n`` the half that
 chose the family; the shift reference keeps both. The cases are taken to be distinct: the
@@ -124,12 +128,14 @@ def _check_arguments(
     delta: object,
     min_accepted: object,
     strata: Sequence[str] | None,
+    strata_field: str | None = None,
     keys: Sequence[str] | None,
 ) -> None:
     """Refuse what :func:`calibrate` cannot take, before anything is fitted: an
     :class:`~dissensus.errors.InputError` naming the argument (a level that is not a
     number strictly between 0 and 1, a ``min_accepted`` that is not a non-negative
-    integer, golds, strata or keys that do not pair one with each case)."""
+    integer, golds, strata or keys that do not pair one with each case, strata without
+    ``strata_field``)."""
     for name, value in (("target", target), ("delta", delta)):
         if (
             isinstance(value, bool)
@@ -152,6 +158,14 @@ def _check_arguments(
             error = InputError(f"{name} has {len(values)} entries for {len(cases)} cases")
             error.field = name
             raise error
+    if strata is not None and not strata_field:
+        error = InputError(
+            "strata needs strata_field: the meta field the strata were read from, so that "
+            "a new case's stratum can be read; a file without it could not tell which "
+            "stratum's guarantee a case falls under"
+        )
+        error.field = "strata_field"
+        raise error
 
 
 def _gold_labels(golds: Sequence[object]) -> list[str]:
@@ -211,7 +225,7 @@ def calibrate(
     """
     _check_arguments(
         cases, golds, target=target, delta=delta, min_accepted=min_accepted, strata=strata,
-        keys=keys,
+        strata_field=strata_field, keys=keys,
     )  # fmt: skip
     golds = _gold_labels(golds)
     compete = (
@@ -451,10 +465,20 @@ def model_for(
 
 def uncovered_stratum(acc: AcceptanceFile, stratum: str | None) -> str | None:
     """Why a case of ``stratum`` is outside a stratified file's guarantee (a stratum the
-    file was not calibrated on), or ``None`` when the file covers it (or has no strata)."""
-    if stratum is None or not acc.strata:
+    file was not calibrated on, or no stratum at all: ``None``, or a file that names no
+    strata field, whose cases' strata cannot be read), or ``None`` when the file covers it
+    (or has no strata)."""
+    if not acc.strata:
         return None
     known = [s.stratum for s in acc.strata]
+    if stratum is None or not acc.strata_field:
+        # A file with strata and no field name (calibrate(strata=...) before the field
+        # was required) cannot say which stratum a case is in: no stratum's guarantee.
+        return (
+            f"learned acceptance: the acceptance file is stratified ({len(known)} strata: "
+            f"{named(known)}) but names no strata field, so this case's stratum cannot be "
+            "read and no stratum's guarantee covers it; recalibrate with a strata field"
+        )
     if file_stratum(stratum, known) in known:
         return None
     field = f" ({acc.strata_field!r})" if acc.strata_field else ""
