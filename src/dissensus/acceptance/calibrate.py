@@ -66,6 +66,7 @@ would both misstate the guarantee and make every run look shifted).
 from __future__ import annotations
 
 import numbers
+import re
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -95,6 +96,7 @@ from dissensus.errors import ConfigError, InputError
 from dissensus.types import AcceptanceFigures, gold_label, normalise_label
 
 __all__ = [
+    "LABEL_STRATA",
     "MISSING_STRATUM",
     "AcceptanceVerdict",
     "apply_acceptance",
@@ -103,6 +105,7 @@ __all__ = [
     "file_stratum",
     "library_versions",
     "model_for",
+    "names_strata_older",
     "stratum_of",
     "stratum_refusal",
     "uncovered_stratum",
@@ -112,7 +115,10 @@ __all__ = [
 def library_versions() -> dict[str, str]:
     """Versions of the libraries the model depends on."""
     out: dict[str, str] = {}
-    for name in ("dissensus", "scikit-learn", "scipy", "numpy"):
+    from dissensus.version import __version__
+
+    out["dissensus"] = __version__  # the code writing the file, installed or not
+    for name in ("scikit-learn", "scipy", "numpy"):
         try:
             out[name] = version(name)
         except PackageNotFoundError:
@@ -342,7 +348,8 @@ def stratum_of(meta: Mapping[str, Any], field: str | None) -> str | None:
     calibration refuses it (:func:`stratum_refusal`); when deciding, where a case must
     not fail on its metadata, it is named as before (Python's ``str``), which no file
     written now knows. Files written before named strata with ``str``:
-    :func:`file_stratum` finds a stratum under the name such a file gave it.
+    :func:`file_stratum` finds a stratum under the name such a file gave it (in those
+    files alone: :func:`names_strata_older`).
     """
     if not field:
         return None
@@ -387,11 +394,32 @@ def _older_names(name: str) -> list[str]:
         return []
 
 
-def file_stratum(name: str, known: Collection[str]) -> str:
-    """Stratum ``name`` as a file knowing the strata ``known`` spells it: ``name``, or the
-    name a file written before the label rule gave the same value (``True``, ``7.0``,
-    ``None``) when the file knows that one and not ``name``."""
-    if name in known:
+LABEL_STRATA = (0, 3, 1)
+"""The first version of dissensus whose files name strata as labels (:func:`stratum_of`);
+files of earlier versions (and files recording no version) may name them as ``str`` did."""
+
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def names_strata_older(libraries: Mapping[str, Any] | None) -> bool:
+    """Whether a file whose ``libraries`` are these may name strata the older way
+    (``str``: ``True``, ``7.0``, ``None``): written before :data:`LABEL_STRATA`, or
+    recording no version it could be told apart by. 0.3.0 wrote both kinds."""
+    written = (libraries or {}).get("dissensus")
+    found = _VERSION.match(written) if isinstance(written, str) else None
+    if found is None:
+        return True
+    release = (int(found[1]), int(found[2]), int(found[3] or 0))
+    return release < LABEL_STRATA
+
+
+def file_stratum(name: str, known: Collection[str], *, older: bool = True) -> str:
+    """Stratum ``name`` as a file knowing the strata ``known`` spells it: ``name``, or,
+    with ``older`` (a file written before the label rule: :func:`names_strata_older`), the
+    name such a file gave the same value (``True``, ``7.0``, ``None``) when the file knows
+    that one and not ``name``. A file written since names each value once, as a label, so
+    ``"None"`` or ``"True"`` there is a stratum of its own, not another spelling."""
+    if name in known or not older:
         return name
     return next((old for old in _older_names(name) if old in known), name)
 
@@ -455,7 +483,8 @@ def model_for(
     its stratum's, else the one :func:`~dissensus.acceptance.fit.case_key` ``key`` draws,
     else a hash of the candidate rows."""
     if stratum is not None:
-        stratum = file_stratum(stratum, acc.fold_of_stratum)
+        older = names_strata_older(acc.libraries)
+        stratum = file_stratum(stratum, acc.fold_of_stratum, older=older)
         if stratum in acc.fold_of_stratum:
             return acc.fold_of_stratum[stratum]
     if key is not None:
@@ -479,7 +508,7 @@ def uncovered_stratum(acc: AcceptanceFile, stratum: str | None) -> str | None:
             f"{named(known)}) but names no strata field, so this case's stratum cannot be "
             "read and no stratum's guarantee covers it; recalibrate with a strata field"
         )
-    if file_stratum(stratum, known) in known:
+    if file_stratum(stratum, known, older=names_strata_older(acc.libraries)) in known:
         return None
     field = f" ({acc.strata_field!r})" if acc.strata_field else ""
     return (
