@@ -72,7 +72,13 @@ from collections.abc import Collection, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from dissensus.acceptance.bound import DEFAULT_SEQUENCE, Grid, fewest_tested, named
+from dissensus.acceptance.bound import (
+    DEFAULT_SEQUENCE,
+    Grid,
+    fewest_tested,
+    floor_words,
+    named,
+)
 from dissensus.acceptance.families import (
     DEFAULT_FAMILIES,
     FAMILIES,
@@ -564,7 +570,7 @@ def apply_acceptance(
             accepted=True,
             reason=(
                 f"learned acceptance ({acc.family}): {label!r} scored {score:.3f} >= threshold {acc.threshold:.3f} "
-                f"(precision >= {acc.target_precision:g} at delta {acc.delta:g}, {acc.calibration_n} calibration cases)"
+                f"(precision >= {floor_words(acc.target_precision)} at delta {acc.delta:g}, {acc.calibration_n} calibration cases)"
             ),
             **common,
         )
