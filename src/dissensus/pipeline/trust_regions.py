@@ -33,7 +33,10 @@ carries no hash; its counts are checked when it is read: every cell two integers
 hand edit that claimed more right answers than answers made a trust region of nothing,
 and a cell of one number or a score ``abc`` stopped the run with a traceback). Its
 format is checked first, so another kind of file (an acceptance file named as the
-reliability file) is named for what it is, not by its first unknown field.
+reliability file) is named for what it is, not by its first unknown field. The counts are
+checked when a file is read, not when a run's journalled copy is (``runs show`` and
+``runs resume`` of a run started with a file an earlier version let through read it back
+as the run used it).
 """
 
 from __future__ import annotations
@@ -42,7 +45,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from dissensus.errors import ConfigError
 from dissensus.families import canonical_family
@@ -52,6 +62,7 @@ from dissensus.signals import AgentSignal, MarkerLexicon
 
 __all__ = [
     "CALIBRATION_FORMAT",
+    "JOURNALLED",
     "Acceptance",
     "AgentCalibration",
     "CalibrationFile",
@@ -63,6 +74,10 @@ __all__ = [
 ]
 
 CALIBRATION_FORMAT = "dissensus.reliability/1"
+
+JOURNALLED = "journalled"
+"""Validation context key: the file is a run's journalled copy, read back as it was
+written (its counts were checked, or not, by the version that started the run)."""
 
 
 def _cell_problem(score: str, cell: object) -> str | None:
@@ -89,7 +104,8 @@ class AgentCalibration(BaseModel):
     Every count is checked (:func:`_cell_problem`): a score key that is no integer, a
     cell that is not two integers, or ``right`` above ``answers`` or below 0 is refused
     naming the stratum and the score, so a hand-edited file never becomes a trust region
-    its counts cannot support."""
+    its counts cannot support. A run's journalled copy (validation context
+    :data:`JOURNALLED`) is not checked: the run started with it, and reads it back."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -98,7 +114,9 @@ class AgentCalibration(BaseModel):
 
     @field_validator("strata", mode="before")
     @classmethod
-    def _counts(cls, value: Any) -> Any:
+    def _counts(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(info.context, dict) and info.context.get(JOURNALLED):
+            return value  # a run's journalled copy reads back as it was written
         if isinstance(value, dict):
             for stratum, cells in value.items():
                 if not isinstance(cells, dict):
