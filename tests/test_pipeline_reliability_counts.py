@@ -129,3 +129,24 @@ def test_the_library_door_still_checks_the_counts_without_pydantic_words() -> No
         _model_or_data(CalibrationFile, _hand_edited(), "calibration")
     said = str(caught.value)
     assert "need 0 <= right <= answers" in said and "Value error" not in said, said
+
+
+@pytest.mark.parametrize("score", [" -7", "-07", "1_0", "+3", "-0", "7 "])
+def test_a_score_spelt_otherwise_than_an_integer_is_refused(tmp_path: Path, score: str) -> None:
+    # int() reads each of these, and {"-7", "-07", " -7"} summed into one score's counts.
+    path, lexicon = _edited(tmp_path, [3, 3], score=score)
+    with pytest.raises(ConfigError) as caught:
+        load_calibration(path, lexicon)
+    said = str(caught.value)
+    assert str(path) in said and "Natural" in said and repr(score) in said, said
+    assert caught.value.field == "agents.Falcon.strata", caught.value.field
+
+
+def test_a_journalled_file_with_such_scores_still_reads_back() -> None:
+    from dissensus.pipeline.spec import RunSpec
+
+    data = copy.deepcopy(json.loads(EXAMPLE.read_text(encoding="utf-8")))
+    data["agents"]["Falcon"]["strata"]["Natural"]["-07"] = [3, 3]
+    spec = RunSpec.from_started({"calibration": data})
+    assert spec.calibration is not None
+    assert spec.calibration.agents["Falcon"].strata["Natural"]["-07"] == [3, 3]

@@ -29,8 +29,9 @@ regions at load time, so one file serves any target; precision is the raw propor
 (the worst-stratum rule is the conservative device); the file records the marker
 lexicon and is refused under a different one (scores would not mean the same). The file
 carries no hash; its counts are checked when it is read: every cell two integers
-``[answers, right]`` with ``0 <= right <= answers`` under an integer margin score (a
-hand edit that claimed more right answers than answers made a trust region of nothing,
+``[answers, right]`` with ``0 <= right <= answers`` under an integer margin score
+written as one (``"-7"``; ``" -7"``, ``"-07"`` and ``"1_0"``, which ``int`` reads too,
+are refused: spellings of one score were summed into one cell of counts), (a hand edit that claimed more right answers than answers made a trust region of nothing,
 and a cell of one number or a score ``abc`` stopped the run with a traceback). Its
 format is checked first, so another kind of file (an acceptance file named as the
 reliability file) is named for what it is, not by its first unknown field. The counts are
@@ -83,9 +84,12 @@ written (its counts were checked, or not, by the version that started the run)."
 def _cell_problem(score: str, cell: object) -> str | None:
     """Why ``[n, correct]`` under margin score ``score`` cannot be a count, or ``None``."""
     try:
-        int(score)
+        number = int(score)
     except ValueError:
         return f"margin score {score!r} is not an integer"
+    if str(number) != score:
+        # " -7", "-07" and "1_0" are ints to int(), and spellings of one score add up.
+        return f"margin score {score!r} is not written as an integer is ({str(number)!r})"
     if (
         not isinstance(cell, list)
         or len(cell) != 2
