@@ -131,3 +131,15 @@ def test_a_file_records_the_version_that_wrote_it() -> None:
 
     assert library_versions()["dissensus"] == __version__
     assert not names_strata_older(library_versions())
+
+
+def test_a_stratum_in_another_normalisation_is_shown_by_its_code_points() -> None:
+    import unicodedata
+
+    nfc, nfd = "Café", unicodedata.normalize("NFD", "Café")
+    verdict = apply_acceptance(_stratified([nfc, "Other"]), _case(), stratum=nfd)
+    assert not verdict.accepted  # refused still: not one stratum
+    assert r"'Cafe\u0301'" in verdict.reason and r"'Caf\xe9'" in verdict.reason, verdict.reason
+    assert "normalisation" in verdict.reason
+    plain = apply_acceptance(_stratified([nfc, "Other"]), _case(), stratum="Tea")
+    assert "normalisation" not in plain.reason

@@ -52,7 +52,10 @@ non-negative integer, one gold (and stratum and key, when given) per case; other
 ``calibrate-acceptance`` reads ``meta.gold``): golds given as numbers (``[1, 2, ...]``,
 a NumPy array) were compared with the candidates' string labels and every case counted
 wrong, so the file accepted nothing without a word; a gold that names no decision
-(``None``, blank) is an :class:`~dissensus.errors.InputError` naming ``golds[i]``.
+(``None``, blank, a list, or a NumPy array of any shape but 0-d, even of one element)
+is an :class:`~dissensus.errors.InputError` naming ``golds[i]``. A stratum that differs
+from a calibrated one only by Unicode normalisation is not that stratum (it is refused,
+as any other), and the reason spells both by their code points, which print alike.
 
 ``judged`` marks the cases acceptance would judge under the deciding policy (its routing
 and guard: :func:`dissensus.pipeline.gates.judged_by_acceptance`; ``calibrate-acceptance``
@@ -67,6 +70,7 @@ from __future__ import annotations
 
 import numbers
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -182,14 +186,20 @@ def _check_arguments(
 
 def _gold_labels(golds: Sequence[object]) -> list[str]:
     """Each gold read as a decision is (:func:`~dissensus.types.gold_label`: ``2`` and
-    ``2.0`` are ``"2"``, ``True`` is ``"true"``; a NumPy scalar as its Python value), or
+    ``2.0`` are ``"2"``, ``True`` is ``"true"``; a NumPy scalar as its Python value, a
+    NumPy array of any other shape as a list, even of one element), or
     an :class:`~dissensus.errors.InputError` naming ``golds[i]`` for one that names no
     decision (``None``, blank, a list, a non-finite number)."""
     out: list[str] = []
     for i, raw in enumerate(golds):
         value = raw
         if not isinstance(value, str) and hasattr(value, "item"):
-            value = value.item()  # a NumPy scalar: its Python number
+            if getattr(value, "ndim", 0) != 0 and hasattr(value, "tolist"):
+                # An array of any shape but 0-d is a list (refused as the list [2] is),
+                # not its one element (np.array([2]).item() is 2).
+                value = value.tolist()
+            else:
+                value = value.item()  # a NumPy scalar: its Python number
         try:
             label = gold_label({"gold": value})
         except ValueError as exc:
@@ -520,7 +530,21 @@ def uncovered_stratum(acc: AcceptanceFile, stratum: str | None) -> str | None:
     return (
         f"learned acceptance: stratum {stratum!r}{field} is none of the "
         f"{len(known)} strata the acceptance file was calibrated on ({named(known)}); "
-        "its guarantee holds in those alone"
+        f"its guarantee holds in those alone{_normalisation_note(stratum, known)}"
+    )
+
+
+def _normalisation_note(stratum: str, known: Collection[str]) -> str:
+    """When ``stratum`` differs from a calibrated stratum only by Unicode normalisation
+    (``Café`` as ``e`` and a combining accent, the file's as one ``é``), the two spelt by
+    their code points: printed, they look the same."""
+    nfc = unicodedata.normalize("NFC", stratum)
+    twin = next((k for k in known if k != stratum and unicodedata.normalize("NFC", k) == nfc), None)
+    if twin is None:
+        return ""
+    return (
+        f" (written {stratum!a}, the file's {twin!a}: the same letters in another "
+        "Unicode normalisation, which are not one stratum)"
     )
 
 
