@@ -261,6 +261,7 @@ def learned(cases: list[list[Candidate]], *, product: bool = False) -> Method:
             delta=DELTA,
             min_accepted=MIN_ACCEPTED,
             strata=groups,
+            strata_field="subset" if strata else None,
             fitted=fitted,
             family=None if product else "learned",
         )

@@ -61,6 +61,7 @@ ORDER = [
     "errors",
     "deprecation",
     "types",
+    "version",
 ]
 
 _SENTENCE_END = re.compile(r"(?<=[.;!?])\s+(?=[A-Z`(*])|\n\s*\n")

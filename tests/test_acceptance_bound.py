@@ -257,7 +257,9 @@ def test_a_stratum_is_scored_by_the_model_that_never_saw_it() -> None:
 
     cases, golds = _toy()
     strata = [f"s{i % 4}" for i in range(len(cases))]
-    acc = calibrate(cases, golds, target=0.8, delta=0.1, min_accepted=10, strata=strata)
+    acc = calibrate(cases, golds, target=0.8, delta=0.1, min_accepted=10, strata=strata,
+        strata_field="s",
+    )  # fmt: skip
     assert sorted(acc.fold_of_stratum) == ["s0", "s1", "s2", "s3"] and len(acc.models) == 4
     fitted = crossfit(cases, golds, groups=strata)
     for i, (rows, (label, score)) in enumerate(zip(cases, fitted.scores, strict=True)):

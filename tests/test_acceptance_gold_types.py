@@ -53,3 +53,21 @@ def test_a_gold_that_names_no_decision_is_refused_naming_it(bad: object, words: 
         calibrate(cases, given)  # type: ignore[arg-type]
     assert "golds[7]" in str(caught.value) and words in str(caught.value)
     assert caught.value.field == "golds.7"
+
+
+@pytest.mark.parametrize("bad", [np.array([2]), np.array([[2]]), np.array(["2"])])
+def test_a_one_element_array_gold_is_refused_as_the_list_is(bad: object) -> None:
+    # np.array([2]).item() is 2: the array read as "2" where the list [2] was refused.
+    cases, golds = _cases(n=40)
+    given: list[object] = list(golds)
+    given[3] = bad
+    with pytest.raises(InputError) as caught:
+        calibrate(cases, given)  # type: ignore[arg-type]
+    assert "golds[3]" in str(caught.value) and "a list" in str(caught.value)
+
+
+def test_a_zero_d_array_gold_is_its_value() -> None:
+    cases, golds = _cases(n=240)
+    given: list[object] = [np.array(int(g)) for g in golds]
+    acc = calibrate(cases, given, family="learned")  # type: ignore[arg-type]
+    assert acc.threshold == calibrate(cases, golds, family="learned").threshold

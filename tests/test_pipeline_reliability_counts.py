@@ -93,3 +93,60 @@ def test_an_acceptance_file_given_as_a_reliability_file_is_named_for_what_it_is(
     other.write_text('{"format": "something/9", "agents": {}}', encoding="utf-8")
     with pytest.raises(ConfigError, match="not a reliability calibration: format 'something/9'"):
         load_calibration(other, MarkerLexicon())
+
+
+def _hand_edited() -> dict[str, Any]:
+    data = copy.deepcopy(json.loads(EXAMPLE.read_text(encoding="utf-8")))
+    data["agents"]["Falcon"]["strata"]["Natural"]["-7"] = [4, 12]  # right above answers
+    return data
+
+
+def test_a_run_journalled_with_a_hand_edited_file_reads_back() -> None:
+    # Started before counts were checked: runs show / runs resume must still read it.
+    from dissensus.pipeline.spec import RunSpec
+
+    spec = RunSpec.from_started({"calibration": _hand_edited()})
+    assert spec.calibration is not None
+    assert spec.calibration.agents["Falcon"].strata["Natural"]["-7"] == [4, 12]
+
+
+def test_a_journalled_spec_names_the_calibration_field_in_full() -> None:
+    from dissensus.pipeline.spec import RunSpec
+
+    data = _hand_edited()
+    data["agents"]["Falcon"]["strata"]["Natural"]["-7"] = "many"  # not even a list
+    with pytest.raises(ConfigError) as caught:
+        RunSpec.from_started({"calibration": data})
+    assert caught.value.field is not None
+    assert caught.value.field.startswith("calibration.agents.Falcon.strata"), caught.value.field
+    assert "Value error" not in str(caught.value)
+
+
+def test_the_library_door_still_checks_the_counts_without_pydantic_words() -> None:
+    from dissensus.pipeline import _model_or_data
+
+    with pytest.raises(ConfigError) as caught:
+        _model_or_data(CalibrationFile, _hand_edited(), "calibration")
+    said = str(caught.value)
+    assert "need 0 <= right <= answers" in said and "Value error" not in said, said
+
+
+@pytest.mark.parametrize("score", [" -7", "-07", "1_0", "+3", "-0", "7 "])
+def test_a_score_spelt_otherwise_than_an_integer_is_refused(tmp_path: Path, score: str) -> None:
+    # int() reads each of these, and {"-7", "-07", " -7"} summed into one score's counts.
+    path, lexicon = _edited(tmp_path, [3, 3], score=score)
+    with pytest.raises(ConfigError) as caught:
+        load_calibration(path, lexicon)
+    said = str(caught.value)
+    assert str(path) in said and "Natural" in said and repr(score) in said, said
+    assert caught.value.field == "agents.Falcon.strata", caught.value.field
+
+
+def test_a_journalled_file_with_such_scores_still_reads_back() -> None:
+    from dissensus.pipeline.spec import RunSpec
+
+    data = copy.deepcopy(json.loads(EXAMPLE.read_text(encoding="utf-8")))
+    data["agents"]["Falcon"]["strata"]["Natural"]["-07"] = [3, 3]
+    spec = RunSpec.from_started({"calibration": data})
+    assert spec.calibration is not None
+    assert spec.calibration.agents["Falcon"].strata["Natural"]["-07"] == [3, 3]

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from dissensus.states import read_panel, read_panels, route
     from dissensus.types import AgentOutput, Evidence, Panel, Usage, Vote, VoteCase
 
-__version__ = "0.3.0"
+from dissensus.version import __version__
 
 _LAZY = {
     "AgentOutput": "dissensus.types",

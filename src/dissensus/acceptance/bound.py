@@ -48,12 +48,17 @@ Choices where the paper is silent:
   fewest_tested(target, delta))``) can never test one, so the stratified sequence
   would pass nothing whatever the scores: :func:`dissensus.acceptance.calibrate.calibrate`
   refuses such strata before it fits anything.
+* **The guarantee in words.** Its figures are written rounded down, never up
+  (:func:`floor_words`, six significant digits of the value as written, ``1 - delta``
+  taken exactly by :func:`confidence`): a probability below 1 is never shown as 1, nor a
+  share below 100% as 100.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from decimal import ROUND_FLOOR, Decimal
 from functools import lru_cache
 
 import numpy as np
@@ -69,7 +74,9 @@ __all__ = [
     "StratumFigures",
     "ThresholdChoice",
     "clopper_pearson_upper",
+    "confidence",
     "fewest_tested",
+    "floor_words",
     "named",
     "percent_words",
     "select_threshold",
@@ -92,19 +99,46 @@ def fewest_tested(target: float, delta: float) -> int:
     return n
 
 
-def target_words(target: float) -> str:
+def _exact(value: float | Decimal) -> Decimal:
+    """``value`` as the decimal it is written as (a float's shortest spelling: ``0.995``)."""
+    return value if isinstance(value, Decimal) else Decimal(repr(float(value)))
+
+
+def confidence(delta: float) -> Decimal:
+    """``1 - delta``, exactly (``1 - 0.07`` is ``0.93``, where floats make it
+    ``0.9299999999999999``)."""
+    return Decimal(1) - _exact(delta)
+
+
+def floor_words(value: float | Decimal, scale: int = 1) -> str:
+    """``value * scale`` written with at most six significant digits, rounded *down*
+    (``ROUND_FLOOR``), never up: ``0.9``, ``0.995``, ``0.999999`` for ``1 - 1e-7`` (six
+    digits rounded to nearest said ``1``, a certainty no finite calibration gives). A
+    value below ``scale`` is never written as ``scale``."""
+    exact = _exact(value) * scale
+    if exact == 0:
+        return "0"
+    step = Decimal(1).scaleb(exact.adjusted() - 5)  # the sixth significant digit
+    shown = exact.quantize(step, rounding=ROUND_FLOOR).normalize()
+    return format(shown, "f")
+
+
+def target_words(target: float | Decimal) -> str:
     """A probability as a guarantee writes it (a target precision, a confidence ``1 -
-    delta``): two decimals (``0.90``, ``0.95``) when they show it exactly, else as many
-    digits as it takes (``0.975``, ``0.999``, ``0.996``; two decimals would say ``0.97``
-    and ``1.00``, a precision no answer can fall below, a certainty no bound gives)."""
-    two = f"{target:.2f}"
-    return two if float(two) == target else f"{target:.6g}"
+    delta``: pass :func:`confidence`): two decimals (``0.90``, ``0.95``) when they show it
+    exactly, else :func:`floor_words` (``0.975``, ``0.999``, ``0.996``; two decimals would
+    say ``0.97`` and ``1.00``, a precision no answer can fall below, a certainty no bound
+    gives; and a value is never rounded up, so ``1 - 1e-7`` is ``0.999999``, not ``1``)."""
+    exact = _exact(target)
+    two = exact.quantize(Decimal("0.01"), rounding=ROUND_FLOOR)
+    return f"{two:f}" if two == exact else floor_words(exact)
 
 
-def percent_words(share: float) -> str:
-    """``share`` in percent as a guarantee writes it: ``90``, ``99.5``, ``99.6`` (never
-    rounded to ``100``, which would promise every answer right, or certainty)."""
-    return f"{share * 100:.6g}"
+def percent_words(share: float | Decimal) -> str:
+    """``share`` in percent as a guarantee writes it: ``90``, ``99.5``, ``99.6``, rounded
+    down (:func:`floor_words`: never to ``100``, which would promise every answer right,
+    or certainty)."""
+    return floor_words(share, 100)
 
 
 def plain_guarantee(target: float, delta: float, calibration_n: int) -> str:
@@ -113,7 +147,7 @@ def plain_guarantee(target: float, delta: float, calibration_n: int) -> str:
     resemble the 150 calibration cases"), its figures never rounded up (:func:`percent_words`)."""
     return (
         f"At least {percent_words(target)} of every 100 automatic decisions should be right "
-        f"({percent_words(1 - delta)}% confidence) while new cases resemble the "
+        f"({percent_words(confidence(delta))}% confidence) while new cases resemble the "
         f"{calibration_n} calibration cases"
     )
 

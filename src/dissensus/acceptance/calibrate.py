@@ -20,7 +20,11 @@ for cases drawn like these). With ``strata``, a stratum too small to
 be calibrated is refused before anything is fitted (:func:`check_strata`), and
 :func:`apply_acceptance` accepts no case of a stratum the file was not calibrated on (a
 stratified guarantee holds in each stratum calibrated, and says nothing of another: a
-file calibrated on two adversarial subsets committed 88 of 100 cases of a third). Under the
+file calibrated on two adversarial subsets committed 88 of 100 cases of a third).
+``strata`` needs ``strata_field`` (an :class:`~dissensus.errors.InputError` naming it
+otherwise): a file with strata and no field name cannot say which stratum a new case is
+in, and one written so before the field was required accepts no case (every door
+passed such a file no stratum, and it committed cases of any). Under the
 ``split`` family rule the file's ``calibration_n`` and figures are those of the half
 that tested the threshold (what the bound counted), ``selection_n`` the half that
 chose the family; the shift reference keeps both. The cases are taken to be distinct: the
@@ -48,7 +52,10 @@ non-negative integer, one gold (and stratum and key, when given) per case; other
 ``calibrate-acceptance`` reads ``meta.gold``): golds given as numbers (``[1, 2, ...]``,
 a NumPy array) were compared with the candidates' string labels and every case counted
 wrong, so the file accepted nothing without a word; a gold that names no decision
-(``None``, blank) is an :class:`~dissensus.errors.InputError` naming ``golds[i]``.
+(``None``, blank, a list, or a NumPy array of any shape but 0-d, even of one element)
+is an :class:`~dissensus.errors.InputError` naming ``golds[i]``. A stratum that differs
+from a calibrated one only by Unicode normalisation is not that stratum (it is refused,
+as any other), and the reason spells both by their code points, which print alike.
 
 ``judged`` marks the cases acceptance would judge under the deciding policy (its routing
 and guard: :func:`dissensus.pipeline.gates.judged_by_acceptance`; ``calibrate-acceptance``
@@ -62,12 +69,20 @@ would both misstate the guarantee and make every run look shifted).
 from __future__ import annotations
 
 import numbers
+import re
+import unicodedata
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from dissensus.acceptance.bound import DEFAULT_SEQUENCE, Grid, fewest_tested, named
+from dissensus.acceptance.bound import (
+    DEFAULT_SEQUENCE,
+    Grid,
+    fewest_tested,
+    floor_words,
+    named,
+)
 from dissensus.acceptance.families import (
     DEFAULT_FAMILIES,
     FAMILIES,
@@ -91,6 +106,7 @@ from dissensus.errors import ConfigError, InputError
 from dissensus.types import AcceptanceFigures, gold_label, normalise_label
 
 __all__ = [
+    "LABEL_STRATA",
     "MISSING_STRATUM",
     "AcceptanceVerdict",
     "apply_acceptance",
@@ -99,6 +115,7 @@ __all__ = [
     "file_stratum",
     "library_versions",
     "model_for",
+    "names_strata_older",
     "stratum_of",
     "stratum_refusal",
     "uncovered_stratum",
@@ -108,7 +125,10 @@ __all__ = [
 def library_versions() -> dict[str, str]:
     """Versions of the libraries the model depends on."""
     out: dict[str, str] = {}
-    for name in ("dissensus", "scikit-learn", "scipy", "numpy"):
+    from dissensus.version import __version__
+
+    out["dissensus"] = __version__  # the code writing the file, installed or not
+    for name in ("scikit-learn", "scipy", "numpy"):
         try:
             out[name] = version(name)
         except PackageNotFoundError:
@@ -124,12 +144,14 @@ def _check_arguments(
     delta: object,
     min_accepted: object,
     strata: Sequence[str] | None,
+    strata_field: str | None = None,
     keys: Sequence[str] | None,
 ) -> None:
     """Refuse what :func:`calibrate` cannot take, before anything is fitted: an
     :class:`~dissensus.errors.InputError` naming the argument (a level that is not a
     number strictly between 0 and 1, a ``min_accepted`` that is not a non-negative
-    integer, golds, strata or keys that do not pair one with each case)."""
+    integer, golds, strata or keys that do not pair one with each case, strata without
+    ``strata_field``)."""
     for name, value in (("target", target), ("delta", delta)):
         if (
             isinstance(value, bool)
@@ -152,18 +174,32 @@ def _check_arguments(
             error = InputError(f"{name} has {len(values)} entries for {len(cases)} cases")
             error.field = name
             raise error
+    if strata is not None and not strata_field:
+        error = InputError(
+            "strata needs strata_field: the meta field the strata were read from, so that "
+            "a new case's stratum can be read; a file without it could not tell which "
+            "stratum's guarantee a case falls under"
+        )
+        error.field = "strata_field"
+        raise error
 
 
 def _gold_labels(golds: Sequence[object]) -> list[str]:
     """Each gold read as a decision is (:func:`~dissensus.types.gold_label`: ``2`` and
-    ``2.0`` are ``"2"``, ``True`` is ``"true"``; a NumPy scalar as its Python value), or
+    ``2.0`` are ``"2"``, ``True`` is ``"true"``; a NumPy scalar as its Python value, a
+    NumPy array of any other shape as a list, even of one element), or
     an :class:`~dissensus.errors.InputError` naming ``golds[i]`` for one that names no
     decision (``None``, blank, a list, a non-finite number)."""
     out: list[str] = []
     for i, raw in enumerate(golds):
         value = raw
         if not isinstance(value, str) and hasattr(value, "item"):
-            value = value.item()  # a NumPy scalar: its Python number
+            if getattr(value, "ndim", 0) != 0 and hasattr(value, "tolist"):
+                # An array of any shape but 0-d is a list (refused as the list [2] is),
+                # not its one element (np.array([2]).item() is 2).
+                value = value.tolist()
+            else:
+                value = value.item()  # a NumPy scalar: its Python number
         try:
             label = gold_label({"gold": value})
         except ValueError as exc:
@@ -211,7 +247,7 @@ def calibrate(
     """
     _check_arguments(
         cases, golds, target=target, delta=delta, min_accepted=min_accepted, strata=strata,
-        keys=keys,
+        strata_field=strata_field, keys=keys,
     )  # fmt: skip
     golds = _gold_labels(golds)
     compete = (
@@ -328,7 +364,8 @@ def stratum_of(meta: Mapping[str, Any], field: str | None) -> str | None:
     calibration refuses it (:func:`stratum_refusal`); when deciding, where a case must
     not fail on its metadata, it is named as before (Python's ``str``), which no file
     written now knows. Files written before named strata with ``str``:
-    :func:`file_stratum` finds a stratum under the name such a file gave it.
+    :func:`file_stratum` finds a stratum under the name such a file gave it (in those
+    files alone: :func:`names_strata_older`).
     """
     if not field:
         return None
@@ -373,11 +410,32 @@ def _older_names(name: str) -> list[str]:
         return []
 
 
-def file_stratum(name: str, known: Collection[str]) -> str:
-    """Stratum ``name`` as a file knowing the strata ``known`` spells it: ``name``, or the
-    name a file written before the label rule gave the same value (``True``, ``7.0``,
-    ``None``) when the file knows that one and not ``name``."""
-    if name in known:
+LABEL_STRATA = (0, 3, 1)
+"""The first version of dissensus whose files name strata as labels (:func:`stratum_of`);
+files of earlier versions (and files recording no version) may name them as ``str`` did."""
+
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def names_strata_older(libraries: Mapping[str, Any] | None) -> bool:
+    """Whether a file whose ``libraries`` are these may name strata the older way
+    (``str``: ``True``, ``7.0``, ``None``): written before :data:`LABEL_STRATA`, or
+    recording no version it could be told apart by. 0.3.0 wrote both kinds."""
+    written = (libraries or {}).get("dissensus")
+    found = _VERSION.match(written) if isinstance(written, str) else None
+    if found is None:
+        return True
+    release = (int(found[1]), int(found[2]), int(found[3] or 0))
+    return release < LABEL_STRATA
+
+
+def file_stratum(name: str, known: Collection[str], *, older: bool = True) -> str:
+    """Stratum ``name`` as a file knowing the strata ``known`` spells it: ``name``, or,
+    with ``older`` (a file written before the label rule: :func:`names_strata_older`), the
+    name such a file gave the same value (``True``, ``7.0``, ``None``) when the file knows
+    that one and not ``name``. A file written since names each value once, as a label, so
+    ``"None"`` or ``"True"`` there is a stratum of its own, not another spelling."""
+    if name in known or not older:
         return name
     return next((old for old in _older_names(name) if old in known), name)
 
@@ -441,7 +499,8 @@ def model_for(
     its stratum's, else the one :func:`~dissensus.acceptance.fit.case_key` ``key`` draws,
     else a hash of the candidate rows."""
     if stratum is not None:
-        stratum = file_stratum(stratum, acc.fold_of_stratum)
+        older = names_strata_older(acc.libraries)
+        stratum = file_stratum(stratum, acc.fold_of_stratum, older=older)
         if stratum in acc.fold_of_stratum:
             return acc.fold_of_stratum[stratum]
     if key is not None:
@@ -451,17 +510,41 @@ def model_for(
 
 def uncovered_stratum(acc: AcceptanceFile, stratum: str | None) -> str | None:
     """Why a case of ``stratum`` is outside a stratified file's guarantee (a stratum the
-    file was not calibrated on), or ``None`` when the file covers it (or has no strata)."""
-    if stratum is None or not acc.strata:
+    file was not calibrated on, or no stratum at all: ``None``, or a file that names no
+    strata field, whose cases' strata cannot be read), or ``None`` when the file covers it
+    (or has no strata)."""
+    if not acc.strata:
         return None
     known = [s.stratum for s in acc.strata]
-    if file_stratum(stratum, known) in known:
+    if stratum is None or not acc.strata_field:
+        # A file with strata and no field name (calibrate(strata=...) before the field
+        # was required) cannot say which stratum a case is in: no stratum's guarantee.
+        return (
+            f"learned acceptance: the acceptance file is stratified ({len(known)} strata: "
+            f"{named(known)}) but names no strata field, so this case's stratum cannot be "
+            "read and no stratum's guarantee covers it; recalibrate with a strata field"
+        )
+    if file_stratum(stratum, known, older=names_strata_older(acc.libraries)) in known:
         return None
     field = f" ({acc.strata_field!r})" if acc.strata_field else ""
     return (
         f"learned acceptance: stratum {stratum!r}{field} is none of the "
         f"{len(known)} strata the acceptance file was calibrated on ({named(known)}); "
-        "its guarantee holds in those alone"
+        f"its guarantee holds in those alone{_normalisation_note(stratum, known)}"
+    )
+
+
+def _normalisation_note(stratum: str, known: Collection[str]) -> str:
+    """When ``stratum`` differs from a calibrated stratum only by Unicode normalisation
+    (``Café`` as ``e`` and a combining accent, the file's as one ``é``), the two spelt by
+    their code points: printed, they look the same."""
+    nfc = unicodedata.normalize("NFC", stratum)
+    twin = next((k for k in known if k != stratum and unicodedata.normalize("NFC", k) == nfc), None)
+    if twin is None:
+        return ""
+    return (
+        f" (written {stratum!a}, the file's {twin!a}: the same letters in another "
+        "Unicode normalisation, which are not one stratum)"
     )
 
 
@@ -511,7 +594,7 @@ def apply_acceptance(
             accepted=True,
             reason=(
                 f"learned acceptance ({acc.family}): {label!r} scored {score:.3f} >= threshold {acc.threshold:.3f} "
-                f"(precision >= {acc.target_precision:g} at delta {acc.delta:g}, {acc.calibration_n} calibration cases)"
+                f"(precision >= {floor_words(acc.target_precision)} at delta {acc.delta:g}, {acc.calibration_n} calibration cases)"
             ),
             **common,
         )

@@ -90,7 +90,7 @@ from pydantic import (
     model_validator,
 )
 
-from dissensus.acceptance.bound import StratumFigures, target_words
+from dissensus.acceptance.bound import StratumFigures, confidence, target_words
 from dissensus.acceptance.families import FAMILIES, FamilyFigures
 from dissensus.acceptance.features import bad_value
 from dissensus.acceptance.fit import LogisticModel
@@ -566,7 +566,7 @@ class AcceptanceFile(BaseModel):
             return f"acceptance accepts nothing: {self.threshold_reason}"
         return (
             f"auto-accepted cases: precision >= {target_words(self.target_precision)} with "
-            f"probability >= {target_words(1 - self.delta)} if these panels are exchangeable with the {self.calibration_n} calibration cases "
+            f"probability >= {target_words(confidence(self.delta))} if these panels are exchangeable with the {self.calibration_n} calibration cases "
             f"(score family {self.family})"
         )
 

@@ -22,8 +22,9 @@ Choices this module makes:
   step, which keeps them valid).
 * A case's stratum is ``stratum_of(meta, strata_field)`` of the acceptance file (``(none)``
   for a case without a value for it, as at calibration), spelt as the file spells it
-  (``file_stratum``: a file written before stratum values were read as labels named a
-  boolean stratum ``True``), or ``all`` when the file has no strata field.
+  (``file_stratum``: a file written before stratum values were read as labels, before
+  0.3.1, named a boolean stratum ``True``; a later file's ``"True"`` is a stratum of its
+  own), or ``all`` when the file has no strata field.
 * The outcomes are taken in the order the audits were answered
   (:func:`dissensus.pipeline.audit.audit_outcomes`), so a new answer only extends the
   sequence; and a stratum a run journalled as suspended (``acceptance.suspended``) stays
@@ -88,7 +89,7 @@ class MonitorStep(BaseModel):
 
 def case_stratum(acceptance: Mapping[str, Any] | None, meta: Mapping[str, Any]) -> str:
     """The case's monitoring stratum under the acceptance file ``acceptance`` (its JSON)."""
-    from dissensus.acceptance.calibrate import file_stratum, stratum_of
+    from dissensus.acceptance.calibrate import file_stratum, names_strata_older, stratum_of
 
     field = (acceptance or {}).get("strata_field")
     value = stratum_of(meta, field) if field else None
@@ -97,7 +98,7 @@ def case_stratum(acceptance: Mapping[str, Any] | None, meta: Mapping[str, Any]) 
     # The file's own spelling of the stratum (a file written before the label rule
     # named a boolean stratum "True"): its audits and suspensions are journalled under it.
     known = _file_strata(acceptance or {})
-    return file_stratum(value, known)
+    return file_stratum(value, known, older=names_strata_older((acceptance or {}).get("libraries")))
 
 
 def _file_strata(acceptance: Mapping[str, Any]) -> set[str]:

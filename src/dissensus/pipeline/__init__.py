@@ -133,7 +133,8 @@ def _model_or_data(model: type[M], value: object, field: str) -> M:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"not a {model.__name__}: {where}: {first['msg']}", field=field) from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"not a {model.__name__}: {where}: {message}", field=field) from None
 
 
 async def adecide(

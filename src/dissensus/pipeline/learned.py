@@ -123,12 +123,12 @@ def guarantee_sentence(figures: AcceptanceFigures) -> str:
     """The guarantee of an acceptance file, in one sentence."""
     if figures.threshold is None:
         return "learned acceptance accepted nothing: no threshold met the target on the calibration cases"
-    from dissensus.acceptance.bound import plain_guarantee, target_words
+    from dissensus.acceptance.bound import confidence, plain_guarantee, target_words
 
     plain = plain_guarantee(figures.target_precision, figures.delta, figures.calibration_n)
     return (
         f"{plain} (auto-accepted cases: precision >= {target_words(figures.target_precision)} with "
-        f"probability >= {target_words(1 - figures.delta)} if these panels are exchangeable with the "
+        f"probability >= {target_words(confidence(figures.delta))} if these panels are exchangeable with the "
         f"{figures.calibration_n} calibration cases; score family {figures.family}, acceptance "
         f"file {figures.file_sha256[:12]})."
     )

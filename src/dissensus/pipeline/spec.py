@@ -97,7 +97,7 @@ from dissensus.pipeline.policy import (
     with_model_files_under,
 )
 from dissensus.pipeline.run_events import SpecFile, StartedSpec
-from dissensus.pipeline.trust_regions import CalibrationFile, load_calibration
+from dissensus.pipeline.trust_regions import JOURNALLED, CalibrationFile, load_calibration
 from dissensus.store import event_types as ev
 from dissensus.types import JsonObject
 
@@ -382,12 +382,22 @@ class RunSpec(BaseModel):
                 if isinstance(started, StartedSpec)
                 else StartedSpec.model_validate(dict(started))
             )
-            cal, guard_cal = fields.calibration, fields.guard_calibration
+        except ValidationError as exc:
+            raise _journalled_invalid(exc, "") from None
+        cal, guard_cal = fields.calibration, fields.guard_calibration
+        try:
+            # Read back as journalled: checks added since the run started do not apply.
+            calibration = (
+                CalibrationFile.model_validate(cal, context={JOURNALLED: True}) if cal else None
+            )
+        except ValidationError as exc:
+            raise _journalled_invalid(exc, "calibration") from None
+        try:
             return cls(
                 policy=Policy.model_validate(fields.policy or {}),
                 policy_file=fields.policy_file,
                 base_dir=fields.base_dir,
-                calibration=CalibrationFile.model_validate(cal) if cal else None,
+                calibration=calibration,
                 guard_calibration=ReliabilityFit.model_validate(guard_cal) if guard_cal else None,
                 acceptance=fields.acceptance,
                 model=fields.model,
@@ -395,11 +405,7 @@ class RunSpec(BaseModel):
                 shift_hold=fields.shift_hold,
             )
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or ev.RUN_STARTED
-            raise ConfigError(
-                f"the run's journalled specification is invalid: {first['msg']}", field=where
-            ) from None
+            raise _journalled_invalid(exc, "") from None
 
     def check_files(self) -> None:
         """Refuse (naming the file) when a file the spec loaded changed since; a gone file is fine."""
@@ -897,3 +903,13 @@ def _check_agent_models(
             raise ConfigError(
                 exc.inner(), file=policy_file, field=f"seek_context.models.{agent}"
             ) from None
+
+
+def _journalled_invalid(exc: ValidationError, prefix: str) -> ConfigError:
+    """The one line for a journalled specification that does not validate: the field's
+    full path (``calibration.agents...`` for the reliability file's), the message without
+    pydantic's ``Value error, ``."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in (prefix, *first["loc"]) if str(p)) or ev.RUN_STARTED
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return ConfigError(f"the run's journalled specification is invalid: {message}", field=where)

@@ -29,11 +29,15 @@ regions at load time, so one file serves any target; precision is the raw propor
 (the worst-stratum rule is the conservative device); the file records the marker
 lexicon and is refused under a different one (scores would not mean the same). The file
 carries no hash; its counts are checked when it is read: every cell two integers
-``[answers, right]`` with ``0 <= right <= answers`` under an integer margin score (a
-hand edit that claimed more right answers than answers made a trust region of nothing,
+``[answers, right]`` with ``0 <= right <= answers`` under an integer margin score
+written as one (``"-7"``; ``" -7"``, ``"-07"`` and ``"1_0"``, which ``int`` reads too,
+are refused: spellings of one score were summed into one cell of counts), (a hand edit that claimed more right answers than answers made a trust region of nothing,
 and a cell of one number or a score ``abc`` stopped the run with a traceback). Its
 format is checked first, so another kind of file (an acceptance file named as the
-reliability file) is named for what it is, not by its first unknown field.
+reliability file) is named for what it is, not by its first unknown field. The counts are
+checked when a file is read, not when a run's journalled copy is (``runs show`` and
+``runs resume`` of a run started with a file an earlier version let through read it back
+as the run used it).
 """
 
 from __future__ import annotations
@@ -42,7 +46,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from dissensus.errors import ConfigError
 from dissensus.families import canonical_family
@@ -52,6 +63,7 @@ from dissensus.signals import AgentSignal, MarkerLexicon
 
 __all__ = [
     "CALIBRATION_FORMAT",
+    "JOURNALLED",
     "Acceptance",
     "AgentCalibration",
     "CalibrationFile",
@@ -64,13 +76,20 @@ __all__ = [
 
 CALIBRATION_FORMAT = "dissensus.reliability/1"
 
+JOURNALLED = "journalled"
+"""Validation context key: the file is a run's journalled copy, read back as it was
+written (its counts were checked, or not, by the version that started the run)."""
+
 
 def _cell_problem(score: str, cell: object) -> str | None:
     """Why ``[n, correct]`` under margin score ``score`` cannot be a count, or ``None``."""
     try:
-        int(score)
+        number = int(score)
     except ValueError:
         return f"margin score {score!r} is not an integer"
+    if str(number) != score:
+        # " -7", "-07" and "1_0" are ints to int(), and spellings of one score add up.
+        return f"margin score {score!r} is not written as an integer is ({str(number)!r})"
     if (
         not isinstance(cell, list)
         or len(cell) != 2
@@ -89,7 +108,8 @@ class AgentCalibration(BaseModel):
     Every count is checked (:func:`_cell_problem`): a score key that is no integer, a
     cell that is not two integers, or ``right`` above ``answers`` or below 0 is refused
     naming the stratum and the score, so a hand-edited file never becomes a trust region
-    its counts cannot support."""
+    its counts cannot support. A run's journalled copy (validation context
+    :data:`JOURNALLED`) is not checked: the run started with it, and reads it back."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -98,7 +118,9 @@ class AgentCalibration(BaseModel):
 
     @field_validator("strata", mode="before")
     @classmethod
-    def _counts(cls, value: Any) -> Any:
+    def _counts(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(info.context, dict) and info.context.get(JOURNALLED):
+            return value  # a run's journalled copy reads back as it was written
         if isinstance(value, dict):
             for stratum, cells in value.items():
                 if not isinstance(cells, dict):
