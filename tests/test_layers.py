@@ -30,7 +30,8 @@ def test_every_top_level_module_is_in_a_layer(repo_root: Path) -> None:
     present = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     present |= {p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")}
     assert set(layered) == present
-    assert layered[0] == "cli" and layered[-1] == "types"
+    assert layered[0] == "cli"
+    assert "types" in re.split(r"\s*[|:]\s*", str(layers["layers"][-1]).strip())
 
 
 def test_the_core_packages_are_forbidden_every_adapter(repo_root: Path) -> None:
