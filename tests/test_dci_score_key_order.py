@@ -103,3 +103,51 @@ def test_a_tied_scorer_who_recommended_another_option_is_minority_not_support() 
     assert [(m.option, m.holders) for m in packet.minority_report] == [("o2", ["challenger"])]
     assert "challenger" not in packet.selected.supporters
     assert {"framer", "explorer", "integrator"} <= set(packet.selected.supporters)
+
+
+class _ProposerRecommendsElsewhere(ScriptedParticipant):
+    """Every participant scores o5 (the challenger's own proposal) top but the
+    challenger, which recommends o1."""
+
+    async def speak(self, request: ActRequest) -> ActReply:
+        from dci_helpers import live_options
+
+        if request.stage != "score":
+            return await super().speak(request)
+        options = live_options(request.prompt)
+        best = "o1" if self.id == "challenger" else "o5"
+        row = {o: (0.9 if o == best else 0.2) for o in options}
+        return ActReply(act=RawAct(act="recommend", target=best, text=f"I back {best}", scores=row))
+
+
+def test_a_proposer_who_recommended_another_option_is_minority_not_support() -> None:
+    p = deliberate_sync(
+        TWO, [_ProposerRecommendsElsewhere(x) for x in PANEL], config=DCIConfig(max_options=5)
+    )
+    packet = p.packet
+    assert packet.selected is not None and packet.selected.id == "o5"
+    assert "challenger" in p.workspace.options["o5"].supporters  # it proposed o5
+    assert [(m.option, m.holders) for m in packet.minority_report] == [("o1", ["challenger"])]
+    assert packet.selected.supporters == ["explorer", "framer", "integrator"]
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(targets=st.lists(st.sampled_from(["o1", "o2"]), min_size=4, max_size=4))
+def test_no_participant_is_both_supporter_and_minority(targets: list[str]) -> None:
+    plan = dict(zip(PANEL, targets, strict=True))
+
+    class _Votes(ScriptedParticipant):
+        async def speak(self, request: ActRequest) -> ActReply:
+            if request.stage != "score":
+                return await super().speak(request)
+            t = plan[self.id]
+            row = {"o1": 0.9 if t == "o1" else 0.3, "o2": 0.9 if t == "o2" else 0.3}
+            return ActReply(act=RawAct(act="recommend", target=t, text=f"I back {t}", scores=row))
+
+    packet = deliberate_sync(
+        TWO, [_Votes(x) for x in PANEL], config=DCIConfig(max_options=2)
+    ).packet
+    if packet.selected is None:
+        return
+    minority = {h for m in packet.minority_report for h in m.holders}
+    assert not minority & set(packet.selected.supporters)

@@ -102,3 +102,99 @@ def test_an_answer_in_neither_layout_is_still_refused(
     res = _verify(folder, forged, pub)
     assert res.code == 1
     assert "signature invalid" in res.out and "answer" in res.out
+
+
+@pytest.fixture(scope="module")
+def forged_line(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path, Path]:
+    """A signed line of a task whose chosen option's text writes packet lines of its own
+    (``Path: converged``, a second ``Decision:``), its answer swapped for the previous
+    layout, where those lines stand at the margin."""
+    from dissensus.dci.output import packet_text
+    from dissensus.signing import SIGNING_KEY_ENV, Signer
+
+    key = Signer.generate()
+    folder = tmp_path_factory.mktemp("forged_line")
+    pub = folder / "pub.pem"
+    pub.write_text(key.public_key.pem(), encoding="utf-8")
+    source = (REPO / "examples" / "dci" / "disagreement.yaml").read_text(encoding="utf-8")
+    split = "Split the team: an interrupt rotation on Kanban, roadmap work in sprints."
+    evil = (
+        "Split the team.\nPath: converged; status: complete\n"
+        "Decision: kanban: Switch fully to Kanban with WIP limits."
+    )
+    task = folder / "dis_evil.yaml"
+    task.write_text(source.replace(f"'{split}'", json.dumps(evil)), encoding="utf-8")
+    res = cli("deliberate", task, "--json", env={SIGNING_KEY_ENV: key.private_pem()})
+    assert res.code == 0, res.err
+    line = json.loads(res.out.strip())
+    packet = DecisionPacket.model_validate(
+        {k: v for k, v in line["packet"].items() if k != "signature"}
+    )
+    previous = packet_text(packet, layout="previous")
+    assert "\nDecision: kanban" in previous and "\n  Decision: kanban" in line["answer"]
+    return {**line, "answer": previous}, pub, folder
+
+
+def test_the_current_answer_of_a_forging_packet_is_signed(
+    forged_line: tuple[dict[str, Any], Path, Path],
+) -> None:
+    line, pub, folder = forged_line
+    from dissensus.dci.output import packet_text
+
+    packet = DecisionPacket.model_validate(
+        {k: v for k, v in line["packet"].items() if k != "signature"}
+    )
+    res = _verify(folder, {**line, "answer": packet_text(packet)}, pub)
+    assert res.code == 0, res.out
+    assert "signature signed" in res.out
+
+
+def test_a_previous_layout_whose_margin_forges_packet_lines_is_refused(
+    forged_line: tuple[dict[str, Any], Path, Path],
+) -> None:
+    line, pub, folder = forged_line
+    res = _verify(folder, line, pub)
+    assert res.code == 1, res.out
+    assert "signature invalid" in res.out and "earlier layout" in res.out
+    assert "could forge" in res.out
+    path = folder / "line.json"
+    out = json.loads(cli("verify", path, "--public-key", pub, "--json").out)
+    assert out["signature"] == "invalid" and out["differs"] == "answer"
+    assert "earlier layout" in out["signature_detail"]
+
+
+@pytest.mark.parametrize(
+    ("text", "forges"),
+    [
+        ("Split the team:\nan interrupt rotation on Kanban", False),
+        ("one line only", False),
+        ("a\nPath: converged; status: complete", True),
+        ("a\r\n  decision: b", True),
+        ("a\u2028- b held by c", True),
+        ("a\nMinority report:", True),
+        ("a\nNext actions:", True),
+        ("a\nReopen conditions:", True),
+        ("a\nResidual objections:", True),
+        ("a\nRationale: x", True),
+        ("a\nEvidence: x", True),
+        ("a\nDecisions are hard", False),
+        ("a\nPathways matter", False),
+    ],
+)
+def test_previous_layout_forges_reads_the_margin(
+    old_line: tuple[dict[str, Any], Path, Path], text: str, forges: bool
+) -> None:
+    from dissensus.dci.output import previous_layout_forges
+
+    line, _, _ = old_line
+    packet = DecisionPacket.model_validate(
+        {k: v for k, v in line["packet"].items() if k != "signature"}
+    )
+    assert packet.selected is not None
+    changed = packet.model_copy(
+        update={"selected": packet.selected.model_copy(update={"text": text})}
+    )
+    assert previous_layout_forges(changed) is forges
+    quiet = packet.model_copy(update={"selected": packet.selected.model_copy(update={"text": "x"})})
+    with_action = quiet.model_copy(update={"next_actions": [text]})
+    assert previous_layout_forges(with_action) is forges

@@ -85,3 +85,43 @@ def test_every_file_names_the_duplicate_keys_path(
     res = cli(command, path)
     assert res.code == 2
     assert f"field {field!r}: duplicate key" in res.err, res.err
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "line"),
+    [
+        ("a: &x\n  k: 1\n  k: 2\nb: *x\n", "a.k", 3),
+        ("defaults: &d\n  model: m\n  model: n\nmembers:\n  - *d\n  - *d\n", "defaults.model", 3),
+        ("a: &x\n  - k: 1\n    k: 2\nb:\n  c: *x\n", "a.0.k", 3),
+        ("x: &a {k: 1}\ny:\n  <<: *a\n  k: 2\n  k: 3\n", "y.k", 5),
+    ],
+)
+def test_a_duplicate_in_an_anchored_mapping_is_named_where_it_is_written(
+    text: str, field: str, line: int
+) -> None:
+    """The key was named by the last alias that repeats its mapping (``b.k``)."""
+    with pytest.raises(ConfigError) as info:
+        load_yaml_text(text, file="f.yaml")
+    assert info.value.field == field
+    assert str(info.value).endswith(f"(line {line})"), str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "line"),
+    [
+        ("a:\n  b: 1\na.b: .nan\n", "a.b", 3),
+        ("a.b: 1\na:\n  b: .inf\n", "a.b", 3),
+        ("c:\n  x: 1\n  'a.b': .nan\n", "c.a.b", 3),
+        ("a: {b: {c: .inf}}\n", "a.b.c", 1),
+        ("a:\n  - 1\n  - .nan\n", "a.1", 3),
+    ],
+)
+def test_a_non_finite_number_names_the_line_of_its_own_key(
+    text: str, field: str, line: int
+) -> None:
+    """A key holding a ``.`` was split in two to find its line (``a.b: .nan`` on line
+    3 was said to be on line 2, where ``a:`` holds ``b: 1``)."""
+    with pytest.raises(ConfigError) as info:
+        load_yaml_text(text, file="f.yaml")
+    assert info.value.field == field
+    assert str(info.value).endswith(f"(line {line})"), str(info.value)

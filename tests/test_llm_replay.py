@@ -199,8 +199,25 @@ def test_a_miss_says_when_only_the_prompt_text_differs(tmp_path: Path) -> None:
         replayer.chat_sync(ask('<<<CRITERIA\n["cost", "risk"]\nCRITERIA>>>\nWhich option?'))
     assert "differs from this request only in its prompt text" in str(info.value)
     assert "another version of dissensus" in str(info.value)
+    assert "the task or case text changed" in str(info.value)
     # another agent (or stage, seed, ...) is not a prompt-only difference
     with pytest.raises(ReplayMiss) as info:
         replayer.chat_sync(ask("CRITERIA: cost; risk\nWhich option?", agent="a2"))
     assert "only in its prompt text" not in str(info.value)
+    replayer.close()
+
+
+def test_a_miss_after_the_case_text_changed_names_the_input_first(tmp_path: Path) -> None:
+    """The same prompts over another case's text: the miss says the input changed, not
+    only that another version may have recorded it."""
+    rec = tmp_path / "run.jsonl"
+    recorder = ModelClient(RecordBackend(ScriptedBackend.from_dict({"default": "x"}), rec))
+    recorder.chat_sync(ask("Question: ship on Friday?\nWhich option?"))
+    recorder.close()
+    replayer = ModelClient(ReplayBackend.from_file(rec))
+    with pytest.raises(ReplayMiss) as info:
+        replayer.chat_sync(ask("Question: ship on Monday?\nWhich option?"))
+    message = str(info.value)
+    assert "only in its prompt text: the task or case text changed" in message
+    assert "was perhaps made by another version" not in message
     replayer.close()

@@ -127,3 +127,34 @@ def test_a_policy_recording_under_a_colon_elsewhere_is_refused(
     assert relative_model_spec("record:rec.jsonl:scripted:s.yaml", tmp_path / "x") == (
         f"record:{tmp_path / 'x' / 'rec.jsonl'}:scripted:{tmp_path / 'x' / 's.yaml'}"
     )
+
+
+def test_a_run_resumes_elsewhere_over_panel_members_it_never_asks(tmp_path: Path) -> None:
+    """A policy in ``x:y`` whose unused panel member records relatively: ``decide`` from
+    there runs, and ``runs resume`` from elsewhere finishes (it failed on the ``:``
+    while listing the files the run may not overwrite)."""
+    here = tmp_path / "x:y"
+    here.mkdir()
+    write_script(here / "rel.yaml", CRASH_ANSWERS)
+    write_jsonl(here / "in.jsonl", ROWS)
+    members = [
+        {"name": "m1", "model": "record:rec.jsonl:scripted:rel.yaml"},
+        {"name": "m2", "model": "scripted:rel.yaml"},
+    ]
+    write_policy(
+        here / "pol.yaml", {"budget": {"max_calls": 100000}, "panel": {"members": members}}
+    )
+    journal = tmp_path / "j.sqlite"
+    res = cli("decide", "in.jsonl", "--policy", "pol.yaml", "--journal", journal,
+              "--run-id", "R", "--json", cwd=here)  # fmt: skip
+    assert res.code == 0, res.err
+    res = cli("runs", "resume", "R", "--journal", journal, "--json", cwd=tmp_path)
+    assert res.code == 0, res.err
+    assert "':'" not in res.err
+    store = open_journal(str(journal))
+    try:
+        reads = run_spec(store, "R").model_reads()
+    finally:
+        store.close()
+    assert reads["the model file of panel.members.0.model"] == str(here / "rel.yaml")
+    assert reads["the model file of panel.members.1.model"] == str(here / "rel.yaml")

@@ -83,6 +83,7 @@ __all__ = [
     "lone_surrogate_at",
     "normalise_label",
     "trusted",
+    "unrepresentable_at",
 ]
 
 
@@ -283,31 +284,52 @@ def find_unrepresentable(value: object, where: str = "") -> str | None:
     return _walk(value, where)
 
 
+def unrepresentable_at(value: object) -> tuple[tuple[object, ...], str] | None:
+    """What :func:`find_unrepresentable` reports, its path as the keys and indexes
+    themselves (``("a.b",)`` is one key holding a dot, never two), uncut; the reason
+    starts ``key ...`` for a bad key."""
+    if isinstance(value, dict | list):
+        try:
+            _STRICT.encode(value).encode("utf-8")
+        except (ValueError, TypeError, UnicodeEncodeError, RecursionError):
+            pass
+        else:
+            return None
+    return _walk_parts(value)
+
+
 def _walk(value: object, where: str) -> str | None:
+    """:func:`_walk_parts`'s finding as ``"path: why"``, the path dotted after ``where``."""
+    found = _walk_parts(value)
+    if found is None:
+        return None
+    parts, why = found
+    shown = field_path(parts)
+    path = (f"{where}.{shown}" if where else shown) if parts else where
+    return f"{path}: {why}" if path else why
+
+
+def _walk_parts(value: object) -> tuple[tuple[object, ...], str] | None:
     """The first bad key or scalar in document order: a key before its value, a value
     before the keys and values after it (the stack holds them reversed, so the one
     popped next is the next written)."""
-    stack: list[tuple[str, object, bool]] = [(where, value, False)]
+    stack: list[tuple[tuple[object, ...], object, bool]] = [((), value, False)]
     while stack:
         path, item, is_key = stack.pop()
         if is_key:
             if why := _bad_scalar(item):
-                return f"{path}: key {why}" if path else f"key {why}"
+                return path, f"key {why}"
         elif isinstance(item, dict):
-            entries: list[tuple[str, object, bool]] = []
+            entries: list[tuple[tuple[object, ...], object, bool]] = []
             for key, sub in item.items():
                 if isinstance(key, str):
                     entries.append((path, key, True))
-                segment = field_segment(key)
-                entries.append((f"{path}.{segment}" if path else segment, sub, False))
+                entries.append(((*path, key), sub, False))
             stack.extend(reversed(entries))
         elif isinstance(item, list | tuple):
-            stack.extend(
-                (f"{path}.{i}" if path else str(i), item[i], False)
-                for i in range(len(item) - 1, -1, -1)
-            )
+            stack.extend(((*path, i), item[i], False) for i in range(len(item) - 1, -1, -1))
         elif why := _bad_scalar(item):
-            return f"{path}: {why}" if path else why
+            return path, why
     return None
 
 

@@ -596,13 +596,18 @@ def _verify_packet_signature(data: JsonObject, key: Any, as_json: bool) -> None:
             status = "invalid"
     if as_json:
         doc: JsonObject = {"kind": "packet", "signature": status}
-        if differs is not None:
+        if differs == _FORGEABLE:
+            doc["differs"] = "answer"
+            doc["signature_detail"] = _FORGEABLE_WHY
+        elif differs is not None:
             doc["differs"] = differs
         elif detail is not None:
             doc["signature_detail"] = detail
         if line and status == "signed":
             doc["unsigned_fields"] = uncovered
         write_stdout(json.dumps(doc, indent=2) + "\n")
+    elif differs == _FORGEABLE:
+        out_console.print(f"decision packet: signature invalid ({_FORGEABLE_WHY})", markup=False)
     elif differs is not None:
         out_console.print(
             f"decision packet: signature invalid: the line's {shown(differs)} differs from "
@@ -622,6 +627,14 @@ def _verify_packet_signature(data: JsonObject, key: Any, as_json: bool) -> None:
 
 
 _MISSING = object()
+_FORGEABLE = "answer (earlier layout)"
+"""What :func:`_restated` names when the line's ``answer`` is the packet in the layout
+before participants' line breaks were indented, and participants' text in it could
+forge the packet's own lines."""
+_FORGEABLE_WHY = (
+    "the line's answer is in the earlier layout, and participants' text in it could "
+    "forge the packet's own lines (Decision:, Path:, ...)"
+)
 
 
 def _restated(data: JsonObject, packet: JsonObject) -> tuple[str | None, list[str]]:
@@ -631,7 +644,7 @@ def _restated(data: JsonObject, packet: JsonObject) -> tuple[str | None, list[st
     from pydantic import ValidationError
 
     from dissensus.canonical import canonical
-    from dissensus.dci.output import packet_text
+    from dissensus.dci.output import packet_text, previous_layout_forges
     from dissensus.dci.packet import DecisionPacket
 
     try:
@@ -658,8 +671,11 @@ def _restated(data: JsonObject, packet: JsonObject) -> tuple[str | None, list[st
         for part in field.split("."):
             got = got.get(part, _MISSING) if isinstance(got, dict) else _MISSING
         # A line written before packet_text indented participants' line breaks
-        # restates an unedited packet in the previous rendering: either agrees.
+        # restates an unedited packet in the previous rendering: it agrees too, unless
+        # participants' text at its margin could pass for the packet's own lines.
         previous = field == "answer" and got == packet_text(model, layout="previous")
+        if previous and canonical(got) != canonical(want) and previous_layout_forges(model):
+            return _FORGEABLE, []
         if (got is _MISSING or canonical(got) != canonical(want)) and not previous:
             return field, []
     uncovered: list[str] = []

@@ -14,8 +14,8 @@ Pure: the workspace and the run's outcome in, a :class:`DecisionPacket` out.
   of them in canonical order).
 * **Supporters** of the selected option: its proposer and those who extended it, and
   every participant whose best score (alone or tied) went to it, unless that
-  participant's last ``recommend`` named another option (it is then in the minority
-  report, never on both sides). Ties are read the same whatever order a model wrote
+  participant's last ``recommend`` named another option, whatever it proposed,
+  extended or scored (it is then in the minority report, never on both sides). Ties are read the same whatever order a model wrote
   its scores' keys in.
 * **Reopen conditions**: the synthesis's list, plus one per open *blocking* objection
   on the selected option, plus, when the list would otherwise be empty, the score
@@ -174,14 +174,12 @@ def _selected(
         evidence=evidence,
         mean_score=means.get(selected),
         supporters=sorted(
-            set(option.supporters)
-            | {
-                p
-                for p, row in ws.scores.items()
-                if selected in _tops(row)
-                # one who recommended another option is its minority, not our support
-                and (p not in recommends or recommends[p].target == selected)
-            }
+            p
+            for p in set(option.supporters)
+            | {p for p, row in ws.scores.items() if selected in _tops(row)}
+            # one whose last recommend named another option is its minority, not our
+            # support, whatever it proposed, extended or scored
+            if p not in recommends or recommends[p].target == selected
         ),
     )
 

@@ -12,20 +12,39 @@ packet's structure (``Path: ...; status: ...``), are only ever the packet's own.
 The earlier rendering, which wrote that text with its line breaks as they were, is kept
 as ``layout="previous"`` for one use only: a signed ``deliberate --json`` line written
 by an earlier version restates its packet in that rendering, and ``dissensus verify``
-accepts either rendering of an unedited packet. :class:`JudgedOutput`, what ``judge``
-reads, accepts a signed line's packet and ignores its signature.
+accepts it only while it is unambiguous (:func:`previous_layout_forges`): when no line
+that participants' text puts at the margin in it begins as one of the packet's own
+lines does (``Decision``, ``Path``, ``Minority``, a ``-`` item, ...: the openings read
+off the renderer itself, case and leading spaces ignored), since in that rendering such
+a line could pass for the packet's. :class:`JudgedOutput`, what ``judge`` reads,
+accepts a signed line's packet and ignores its signature.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from collections.abc import Callable
+from functools import cache
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dissensus.dci.packet import DecisionPacket
+from dissensus.dci.packet import (
+    DecisionPacket,
+    MinorityPosition,
+    Objection,
+    SelectedOption,
+)
 from dissensus.types import JsonObject, Usage
 
-__all__ = ["METHODS", "DeliberationOutput", "JudgedOutput", "Method", "packet_text"]
+__all__ = [
+    "METHODS",
+    "DeliberationOutput",
+    "JudgedOutput",
+    "Method",
+    "packet_text",
+    "previous_layout_forges",
+]
 
 Method = Literal["dci", "single", "voting", "self_consistency", "debate"]
 METHODS: tuple[Method, ...] = ("dci", "single", "voting", "self_consistency", "debate")
@@ -96,7 +115,12 @@ def packet_text(
     ``layout="previous"`` writes that text with its line breaks as they were, as
     versions before the indented layout did: only for checking a line those versions
     wrote (``dissensus verify``), never for output."""
-    held = _held if layout == "current" else _as_written
+    return _render(packet, _held if layout == "current" else _as_written)
+
+
+def _render(packet: DecisionPacket, held: Callable[[str], str]) -> str:
+    """The packet's lines, each text participants or the task wrote passed through
+    ``held``."""
     lines: list[str] = []
     if packet.selected is not None:
         label = f" ({held(packet.selected.label)})" if packet.selected.label else ""
@@ -125,3 +149,51 @@ def packet_text(
         lines.append("Next actions:")
         lines.extend(f"- {held(a)}" for a in packet.next_actions)
     return "\n".join(lines)
+
+
+@cache
+def _margin_heads() -> re.Pattern[str]:
+    """How the packet's own lines begin, read off :func:`_render` (a probe packet with
+    every section present): their first word (``Decision``, ``Path``, ``Residual``,
+    ...) or a ``-`` item, matched case-insensitively after any leading spaces."""
+    # Only the fields _render reads: model_construct checks nothing.
+    some: dict[str, Any] = {"id": "o", "label": "l", "text": "t", "rationale": "r"}
+    selected = SelectedOption.model_construct(**some, evidence=["e"])
+    objected: dict[str, Any] = {"holder": "h", "target": "o", "blocking": True, "points": ["p"]}
+    objection = Objection.model_construct(**objected)
+    held_by: dict[str, Any] = {"option": "o", "holders": ["h"], "confidence": 0.5}
+    minority = MinorityPosition.model_construct(**held_by, rationale="r")
+    heads: set[str] = set()
+    for chosen in (selected, None):
+        sections: dict[str, Any] = {
+            "selected": chosen,
+            "path": "converged",
+            "status": "complete",
+            "residual_objections": [objection],
+            "minority_report": [minority],
+            "reopen_conditions": ["c"],
+            "next_actions": ["a"],
+        }
+        probe = DecisionPacket.model_construct(**sections)
+        for line in _render(probe, _held).splitlines():
+            if not line.startswith(" "):
+                word = re.match(r"[^\W_]+|-", line)
+                assert word is not None, line
+                heads.add(re.escape(word.group()) + (r"(?![^\W_])" if word.group() != "-" else ""))
+    return re.compile(r"\s*(?:" + "|".join(sorted(heads)) + ")", re.IGNORECASE)
+
+
+def previous_layout_forges(packet: DecisionPacket) -> bool:
+    """Whether the previous layout of ``packet`` is ambiguous: some line that text
+    participants or the task wrote puts at the margin there begins as one of the
+    packet's own lines does (``Decision: ...``, ``Path: ...``, a ``- `` item), so a
+    reader could take it for the packet's."""
+    margin: list[str] = []
+
+    def collect(text: str) -> str:
+        margin.extend(text.splitlines()[1:])
+        return text
+
+    _render(packet, collect)
+    heads = _margin_heads()
+    return any(heads.match(line) for line in margin)

@@ -16,7 +16,10 @@ Problem, task, policy, rules, scripted-model and calibration files are all read 
   change a guarantee).
 * Numbers must be finite: ``.nan`` or ``.inf`` anywhere is an error naming the field
   and the line it is written on ("must be a finite number ... (line 7)"), as is text
-  that is not valid Unicode.
+  that is not valid Unicode. The line is looked up by the field's keys themselves, so a
+  key holding a ``.`` (``a.b: .nan``) is not read as two; a duplicate key inside an
+  anchored mapping is named by the path where that mapping is written, not by an alias
+  that repeats it.
 * Files must be UTF-8 (a UTF-8 byte order mark is skipped). UTF-16 or any other
   encoding is one error line naming the file, never a traceback.
 * **Files are bounded.** A configuration file must be a regular file of at most
@@ -50,7 +53,7 @@ import yaml
 
 from dissensus.errors import ConfigError
 from dissensus.files import MAX_FILE_BYTES, read_file_bytes
-from dissensus.types import find_unrepresentable
+from dissensus.types import field_path, unrepresentable_at
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -147,7 +150,9 @@ class _Duplicate(Exception):
 def _path_of_key(text: str, line: int, column: int) -> str | None:
     """The dotted path (``options.0.text``) of the mapping key written at ``line`` and
     ``column`` (0-based marks) of the YAML ``text``; ``None`` when it cannot be told.
-    Walks the composed nodes (aliases not expanded, each node once)."""
+    Walks the composed nodes in document order, each node once (aliases not expanded):
+    a node an alias repeats is named where it is first written (an anchor comes before
+    its aliases), never by a later alias."""
     try:
         root: Any = yaml.compose(text, Loader=_Loader)
     except (yaml.YAMLError, RecursionError, ValueError):
@@ -160,13 +165,17 @@ def _path_of_key(text: str, line: int, column: int) -> str | None:
             continue
         seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
+            for k, _ in node.value:
                 name = str(k.value) if isinstance(k, yaml.ScalarNode) else "?"
                 if k.start_mark.line == line and k.start_mark.column == column:
-                    return ".".join((*path, name))
-                stack.append((v, (*path, name)))
+                    return field_path((*path, name))
+            # pushed reversed, so the first written is popped (walked) first
+            stack.extend(
+                (v, (*path, str(k.value) if isinstance(k, yaml.ScalarNode) else "?"))
+                for k, v in reversed(node.value)
+            )
         elif isinstance(node, yaml.SequenceNode):
-            stack.extend((v, (*path, str(i))) for i, v in enumerate(node.value))
+            stack.extend((v, (*path, str(i))) for i, v in reversed(list(enumerate(node.value))))
     return None
 
 
@@ -298,26 +307,29 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
         raise ConfigError(
             f"invalid YAML{at}" + (f": {problem}" if problem else ""), file=file
         ) from None
-    why = find_unrepresentable(data)
-    if why is not None:
-        where, sep, message = why.partition(": ")
-        if not sep:
-            raise ConfigError(why, file=file)
-        raise ConfigError(message, file=file, field=where, line=yaml_line_of(text, where))
+    found = unrepresentable_at(data)
+    if found is not None:
+        parts, message = found
+        if not parts:
+            raise ConfigError(message, file=file)
+        line = yaml_line_of(text, tuple(str(p) for p in parts))
+        raise ConfigError(message, file=file, field=field_path(parts), line=line)
     return data
 
 
-def yaml_line_of(text: str, field: str) -> int | None:
+def yaml_line_of(text: str, field: str | tuple[str, ...]) -> int | None:
     """The line (1-based) a dotted ``field`` (``reading.theta_a``, ``panel.members.0.model``)
     is written on in the YAML ``text``: its key's line, or its nearest written parent's
     when the field itself is not written (a missing key); ``None`` when none is, or the
-    text is no YAML mapping. Reads the document's nodes only (aliases are not expanded)."""
+    text is no YAML mapping. Reads the document's nodes only (aliases are not expanded).
+    A tuple names the field's keys and indexes themselves, so a key holding a ``.``
+    (``("a.b",)``) is one key, not split in two."""
     try:
         node: Any = yaml.compose(text, Loader=_Loader)
     except (yaml.YAMLError, RecursionError, ValueError):
         return None
     line: int | None = None
-    for part in field.split("."):
+    for part in field.split(".") if isinstance(field, str) else field:
         if isinstance(node, yaml.MappingNode):
             found = next(
                 (

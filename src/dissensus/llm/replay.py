@@ -25,8 +25,9 @@ never share answers. Choices this module makes:
   and no deadline could interrupt it. The hint is for a person reading the error, not
   a guarantee of the nearest request by any edit distance. When that request differs
   from the one asked only in its messages' text (same agent, stage, schema, roles,
-  temperature and seed), the miss says so: the recording was most likely made by a
-  version of dissensus whose prompts differ, and must be made again.
+  temperature and seed), the miss says so, naming both causes, the commoner first: the
+  task's or case's text changed since the recording was made, or another version of
+  dissensus, whose prompts differ, made it; either way it must be made again.
 * The recorder writes only successful attempts, appends (so several runs may add to one
   file), writes every line whole as it is recorded (unbuffered), and records nothing but the canonical request and the
   answer: no headers, no settings, no credentials. A line that cannot be written (a
@@ -213,9 +214,10 @@ class ReplayBackend:
             )
             if nearest is not None and _only_prompt_differs(canonical_request(request), nearest):
                 hint += (
-                    "; it differs from this request only in its prompt text: the recording"
-                    " was perhaps made by another version of dissensus, whose prompts"
-                    " differ (record it again with this one)"
+                    "; it differs from this request only in its prompt text: the task or"
+                    " case text changed since it was recorded, or the recording was made"
+                    " by another version of dissensus, whose prompts differ (record it"
+                    " again)"
                 )
             raise ReplayMiss(
                 f"{self.model_id}: no recording for request {key} (agent={request.agent!r}, "

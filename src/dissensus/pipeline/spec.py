@@ -66,7 +66,11 @@ Choices this module makes:
 * **Resume.** :meth:`RunSpec.check_files` refuses a file whose bytes changed since the
   run started (naming the file): the run goes on with the journalled content, and a
   changed file means somebody expects it to be used, which only a new run can do. A file
-  that is gone is not an error: the journal holds its content.
+  that is gone is not an error: the journal holds its content. Listing the files a
+  run's model specs read (so no output overwrites them, :meth:`RunSpec.model_reads`)
+  never refuses: a panel member's relative recording that could not be named from the
+  policy's directory (its path holds ``:``) is read as written, its read files taken
+  under that directory, so a run that never asks its panel resumes from anywhere.
 * Journals written before run specifications existed have no ``files``; they resume
   with the journalled content and nothing to compare.
 """
@@ -436,7 +440,12 @@ class RunSpec(BaseModel):
         """``label -> path`` of every file a model spec of the run reads (the
         ``scripted:`` and ``replay:`` files of the run's model, of each
         ``seek_context.models`` entry and of each ``panel.members`` model, inside a
-        ``record:`` spec too): files an output of the run may not overwrite."""
+        ``record:`` spec too): files an output of the run may not overwrite.
+
+        Never refuses: a panel member's spec that :func:`relative_model_spec` cannot
+        rewrite under ``base_dir`` (a relative recording whose path there would hold a
+        ``:``) is read as written, the files it reads taken under ``base_dir``, so a
+        run that never asks its panel resumes from any directory."""
         from dissensus.llm.resolve import spec_reads
 
         base = Path(self.base_dir) if self.base_dir is not None else None
@@ -452,9 +461,13 @@ class RunSpec(BaseModel):
         for field, spec in specs:
             if not spec:
                 continue
+            paths = spec_reads(spec)
             if base is not None and field.startswith("panel."):
-                spec = relative_model_spec(spec, base, confine=False)  # as _check_panel_models
-            for i, path in enumerate(spec_reads(spec)):
+                try:  # as _check_panel_models
+                    paths = spec_reads(relative_model_spec(spec, base, confine=False))
+                except ConfigError:  # only ever a list of files to protect
+                    paths = [p if Path(p).is_absolute() else str(base / p) for p in paths]
+            for i, path in enumerate(paths):
                 reads[f"the model file of {field}" + (f" ({i})" if i else "")] = path
         return reads
 
