@@ -73,8 +73,12 @@ def test_a_library_file_with_strata_but_no_field_name_accepts_no_case() -> None:
 
 
 def test_a_stratified_file_refuses_a_case_given_no_stratum() -> None:
+    """The reason names what is missing, the case's stratum, not the file's field: the
+    file is fine and needs no recalibration."""
     verdict = apply_acceptance(_stratified(["A", "B"]), _case(), stratum=None)
-    assert not verdict.accepted and "stratum cannot be read" in verdict.reason
+    assert not verdict.accepted
+    assert "no stratum was given for this case" in verdict.reason
+    assert "'subset'" in verdict.reason and "recalibrate" not in verdict.reason
 
 
 def test_calibrate_refuses_strata_without_a_field_name() -> None:

@@ -526,3 +526,26 @@ def test_the_deadline_bounds_the_comparison_too(tmp_path: Path, hanging_server: 
     doc = json.loads(res.stdout)
     assert doc["comparison"] is None and verify(doc["certificate"]).valid
     assert json.loads(out.read_text()) == doc["certificate"]
+
+
+def test_a_problem_error_names_a_huge_key_in_bounded_length() -> None:
+    """An unknown key of 100,000 characters is named cut to 64 (it was echoed whole, twice,
+    in the error ``POST /v1/negotiate`` answered: 200 KB)."""
+    from pathlib import Path
+
+    import yaml
+
+    from dissensus.concord.problem import parse_problem
+    from dissensus.errors import ConfigError, field_path
+
+    root = Path(__file__).resolve().parents[1]
+    data = yaml.safe_load((root / "examples" / "concord" / "incident.yaml").read_text())
+    data["k" * 100_000] = 1
+    try:
+        parse_problem(data)
+    except ConfigError as exc:
+        said = str(exc)
+    else:
+        raise AssertionError("an unknown key was accepted")
+    assert len(said) < 1_000 and "k" * 63 + "\u2026" in said
+    assert field_path("agents", 0, "id") == "agents.0.id"

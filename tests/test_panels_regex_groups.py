@@ -87,3 +87,18 @@ def test_only_the_first_group_of_the_matching_alternative_votes() -> None:
 def test_a_confidence_figure_is_never_a_vote(confidence: int, before: str) -> None:
     got = read_answer(f"{before} Answer: {confidence}%", CONFIDENCE)
     assert got.decision is None, got
+
+
+def test_alternatives_inside_a_group_around_the_whole_still_vote() -> None:
+    """A group around the whole pattern that captures nothing keeps its alternatives
+    top-level, whatever kind it is: scoped flags (the usual way to make a pattern
+    case-insensitive), atomic, or repeated; and a pattern's own flags are read with it."""
+    for pattern in (
+        r"(?i:answer: ([a-d])|answer=([a-d]))",
+        r"(?>Answer: ([A-D])|ANSWER=([A-D]))",
+        r"(?:Answer: ([A-D])|ANSWER=([A-D])){1}",
+        r"(?:Answer: ([A-D])|ANSWER=([A-D]))+",
+        r"(?x) Answer: \s ([A-D])  |  ANSWER= ([A-D])",
+    ):
+        got = read_answer("ANSWER=C", PanelSettings(answer="regex", pattern=pattern))
+        assert got.decision == "c", (pattern, got)

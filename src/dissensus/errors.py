@@ -14,8 +14,12 @@ __all__ = ["ConfigError", "DissensusError", "InputError", "field_path"]
 
 def field_path(*parts: object) -> str:
     """A field's path as error messages spell it: the parts joined with dots, as pydantic's
-    locations are (``field_path("agents", 0, "id")`` is ``agents.0.id``)."""
-    return ".".join(str(part) for part in parts)
+    locations are (``field_path("agents", 0, "id")`` is ``agents.0.id``), each part cut
+    as :func:`dissensus.types.field_segment` cuts it (a million-character key named in
+    full made a megabyte error)."""
+    from dissensus.types import field_path as bounded
+
+    return bounded(parts)
 
 
 class DissensusError(Exception):

@@ -516,6 +516,12 @@ def uncovered_stratum(acc: AcceptanceFile, stratum: str | None) -> str | None:
     if not acc.strata:
         return None
     known = [s.stratum for s in acc.strata]
+    if stratum is None and acc.strata_field:
+        return (
+            f"learned acceptance: no stratum was given for this case (the acceptance file "
+            f"is stratified on {acc.strata_field!r}: {len(known)} strata, {named(known)}), "
+            "so no stratum's guarantee covers it"
+        )
     if stratum is None or not acc.strata_field:
         # A file with strata and no field name (calibrate(strata=...) before the field
         # was required) cannot say which stratum a case is in: no stratum's guarantee.

@@ -54,6 +54,7 @@ Pure functions, no I/O.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from typing import Any
@@ -150,12 +151,15 @@ def _structured(text: str, settings: PanelSettings) -> MemberAnswer:
     return MemberAnswer(decision=decision, reasoning=trace)
 
 
-def _top_level_alternatives(pattern: str) -> dict[int, tuple[int, int]]:
-    """Each group of ``pattern`` inside a top-level alternative, mapped to which one:
-    ``(i, j)``, branch ``j`` of the ``i``-th top-level alternation (a common prefix the
-    parser factors out, ``Answer: (x)|Answer: (y)``, or a non-capturing group around
-    the whole, keeps them top-level). A group outside every top-level alternation is
-    not in the map."""
+@functools.lru_cache(maxsize=256)
+def _top_level_alternatives(pattern: str, flags: int = 0) -> dict[int, tuple[int, int]]:
+    """Each group of ``pattern`` (compiled with ``flags``) inside a top-level alternative,
+    mapped to which one: ``(i, j)``, branch ``j`` of the ``i``-th top-level alternation
+    (a common prefix the parser factors out, ``Answer: (x)|Answer: (y)``, or a group
+    around the whole that captures nothing keeps them top-level: ``(?:...)``, with
+    scoped flags ``(?i:...)``, atomic ``(?>...)``, or repeated ``(?:...)+``). A group
+    outside every top-level alternation is not in the map. Parsed once per pattern (a
+    member answer is read on every request)."""
     where: dict[int, tuple[int, int]] = {}
 
     def groups_in(items: Any) -> list[int]:
@@ -190,10 +194,14 @@ def _top_level_alternatives(pattern: str) -> dict[int, tuple[int, int]]:
                 for j, branch in enumerate(arg[1]):
                     for group in groups_in(branch):
                         where[group] = (alternations, j)
-            elif op is _sre.SUBPATTERN and arg[0] is None and not arg[1] and not arg[2]:
+            elif op is _sre.SUBPATTERN and arg[0] is None:  # (?:...), (?i:...)
                 walk(arg[3])
+            elif op is _sre.ATOMIC_GROUP:  # (?>...)
+                walk(arg)
+            elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
+                walk(arg[2])  # (?:...){1}, (?:...)+
 
-    walk(_sre.parse(pattern))
+    walk(_sre.parse(pattern, flags))
     return where
 
 
@@ -208,7 +216,7 @@ def _regex_value(found: re.Match[str]) -> str | None:
         return found.group(0)
     if found.group(1) is not None:
         return found.group(1)
-    where = _top_level_alternatives(found.re.pattern)
+    where = _top_level_alternatives(found.re.pattern, found.re.flags)
     home = where.get(1)
     seen: set[tuple[int, int]] = set() if home is None else {home}
     for group in range(2, found.re.groups + 1):
