@@ -274,13 +274,8 @@ def find_unrepresentable(value: object, where: str = "") -> str | None:
     refuses every non-finite number and the UTF-8 codec every lone surrogate; anything
     the encoder refuses (including types it does not know) is walked for the path.
     """
-    if isinstance(value, dict | list):
-        try:
-            _STRICT.encode(value).encode("utf-8")
-        except (ValueError, TypeError, UnicodeEncodeError, RecursionError):
-            pass
-        else:
-            return None
+    if _encodes_strictly(value):
+        return None
     return _walk(value, where)
 
 
@@ -288,14 +283,21 @@ def unrepresentable_at(value: object) -> tuple[tuple[object, ...], str] | None:
     """What :func:`find_unrepresentable` reports, its path as the keys and indexes
     themselves (``("a.b",)`` is one key holding a dot, never two), uncut; the reason
     starts ``key ...`` for a bad key."""
-    if isinstance(value, dict | list):
-        try:
-            _STRICT.encode(value).encode("utf-8")
-        except (ValueError, TypeError, UnicodeEncodeError, RecursionError):
-            pass
-        else:
-            return None
+    if _encodes_strictly(value):
+        return None
     return _walk_parts(value)
+
+
+def _encodes_strictly(value: object) -> bool:
+    """Whether ``value``, a dict or a list, is JSON text in UTF-8 as the C encoder writes
+    it strictly (the fast answer; anything it refuses is walked for the path)."""
+    if not isinstance(value, dict | list):
+        return False
+    try:
+        _STRICT.encode(value).encode("utf-8")
+    except (ValueError, TypeError, UnicodeEncodeError, RecursionError):
+        return False
+    return True
 
 
 def _walk(value: object, where: str) -> str | None:

@@ -111,9 +111,9 @@ def check_model_spec(
         raise ConfigError(f"model spec {spec!r}: {text}") from None
 
 
-def _spec_files(spec: str) -> list[str]:
-    """The files ``spec`` reads or writes: its ``scripted:``/``replay:`` file, and for a
-    ``record:`` spec its recording and its inner spec's files."""
+def _files_of(spec: str, *, recordings: bool) -> list[str]:
+    """The files of ``spec``: its ``scripted:``/``replay:`` file, and for a ``record:``
+    spec its inner spec's files, and its recording too when ``recordings``."""
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:
         return []
@@ -121,22 +121,22 @@ def _spec_files(spec: str) -> list[str]:
         return [rest]
     if kind == "record":
         path, sep, inner = rest.partition(":")
-        return ([path] if path else []) + (_spec_files(inner) if sep else [])
+        if not recordings:
+            return _files_of(inner, recordings=False) if sep and path else []
+        return ([path] if path else []) + (_files_of(inner, recordings=True) if sep else [])
     return []
+
+
+def _spec_files(spec: str) -> list[str]:
+    """The files ``spec`` reads or writes: its ``scripted:``/``replay:`` file, and for a
+    ``record:`` spec its recording and its inner spec's files."""
+    return _files_of(spec, recordings=True)
 
 
 def spec_reads(spec: str) -> list[str]:
     """The files ``spec`` reads: its ``scripted:`` or ``replay:`` file, and a
     ``record:`` spec's inner spec's (its recording is written, not read)."""
-    kind, sep, rest = spec.partition(":")
-    if not sep or not rest:
-        return []
-    if kind in ("scripted", "replay"):
-        return [rest]
-    if kind == "record":
-        path, sep, inner = rest.partition(":")
-        return spec_reads(inner) if sep and path else []
-    return []
+    return _files_of(spec, recordings=False)
 
 
 def _check_recording(
