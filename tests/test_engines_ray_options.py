@@ -158,3 +158,18 @@ def test_a_cluster_named_by_ray_address_variable_is_checked_as_the_option_is(
     assert len(errors) == 1, err
     assert "field 'ray_address'" in errors[0] and "($RAY_ADDRESS)" in errors[0]
     assert f"127.0.0.1:{port}" in errors[0] and "Traceback" not in err
+
+
+def test_an_input_gone_before_ray_reads_it_is_named_as_a_local_run_names_it(
+    tmp_path: Path,
+) -> None:
+    """``route --engine ray`` looks at whether its input is a regular file before opening
+    it; a file gone in between is no regular file, so the opening names it as a local
+    run does (exit 2), never an ``OSError`` of its own."""
+    from dissensus.cli.route import _regular_file
+
+    gone = tmp_path / "gone.jsonl"
+    assert not _regular_file(str(gone))
+    assert not _regular_file("-")
+    gone.write_text("{}\n", encoding="utf-8")
+    assert _regular_file(str(gone))

@@ -125,3 +125,16 @@ def test_a_non_finite_number_names_the_line_of_its_own_key(
         load_yaml_text(text, file="f.yaml")
     assert info.value.field == field
     assert str(info.value).endswith(f"(line {line})"), str(info.value)
+
+
+def test_a_long_key_cut_in_an_error_still_names_its_line() -> None:
+    """An error cuts a key of more than 64 characters (``xxx…``); the line it is written
+    on is still found from the cut key (it was lost with the cut)."""
+    from dissensus.io.yamlfile import yaml_line_of
+    from dissensus.types import field_segment
+
+    long = "x" * 80
+    text = f"a: 1\nb:\n  c: 2\n  {long}: 3\n{long}y: 4\n"
+    assert yaml_line_of(text, f"b.{field_segment(long)}") == 4
+    assert yaml_line_of(text, field_segment(long + "y")) == 5
+    assert yaml_line_of(text, "b." + "x" * 10 + "\u2026") == 2  # no key cut so: the parent

@@ -102,3 +102,21 @@ def test_alternatives_inside_a_group_around_the_whole_still_vote() -> None:
     ):
         got = read_answer("ANSWER=C", PanelSettings(answer="regex", pattern=pattern))
         assert got.decision == "c", (pattern, got)
+
+
+def test_a_group_of_a_prefix_alternation_never_votes() -> None:
+    """Alternatives beside a group of their own are a prefix: their groups never vote
+    ("hint" was a vote). Group 1 is the decision unless a group is named ``decision``."""
+    for pattern in (
+        r"(?:(Note): |(Hint): )*Answer: ([A-D])",
+        r"(?:(Note): |(Hint): )?Answer: ([A-D])",
+        r"(?i:(Note): |(Hint): )Answer: ([A-D])",
+        r"(?:(Note): |(Hint): )Answer: ([A-D])",
+    ):
+        got = read_answer("Hint: Answer: B", PanelSettings(answer="regex", pattern=pattern))
+        assert got.decision is None, (pattern, got)
+        named = pattern.replace("([A-D])", "(?P<decision>[A-D])")
+        assert (
+            read_answer("Hint: Answer: B", PanelSettings(answer="regex", pattern=named)).decision
+            == "b"
+        )

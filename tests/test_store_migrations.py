@@ -234,3 +234,15 @@ def test_a_02_postgres_journal_opens_and_upgrades(tmp_path: Path) -> None:
         raw(url, "UPDATE dissensus_meta SET value = ? WHERE key = 'schema'", (str(CURRENT + 1),))
         with pytest.raises(JournalTooNew):
             open_journal(url)
+
+
+def test_a_revision_is_applied_by_the_source_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The version a schema revision row names is the code's (``dissensus version``), not
+    an editable install's metadata, which kept the version it was installed at."""
+    from importlib import metadata
+
+    import dissensus
+    from dissensus.store.migrations import applied_by
+
+    monkeypatch.setattr(metadata, "version", lambda name: "0.0.1")  # a stale install
+    assert applied_by() == f"dissensus {dissensus.__version__}"

@@ -138,11 +138,17 @@ def _panels(handle: IO[str], path: str, sink: RejectSink) -> Iterator[tuple[int,
 
 
 def _regular_file(path: str) -> bool:
-    """Whether ``path`` names a regular file (checked already to be a file or a pipe)."""
+    """Whether ``path`` names a regular file (checked already to be a file or a pipe); a
+    path gone since is no regular file: opening it then says why, as for a local run."""
     import stat
     from pathlib import Path
 
-    return path != "-" and stat.S_ISREG(Path(path).stat().st_mode)
+    if path == "-":
+        return False
+    try:
+        return stat.S_ISREG(Path(path).stat().st_mode)
+    except OSError:
+        return False
 
 
 def _backend(similarity: str, no_cache: bool, allow_code: bool) -> SimilarityBackend:

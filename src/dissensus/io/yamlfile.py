@@ -53,7 +53,7 @@ import yaml
 
 from dissensus.errors import ConfigError
 from dissensus.files import MAX_FILE_BYTES, read_file_bytes
-from dissensus.types import field_path, unrepresentable_at
+from dissensus.types import field_path, field_segment, unrepresentable_at
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -323,7 +323,8 @@ def yaml_line_of(text: str, field: str | tuple[str, ...]) -> int | None:
     when the field itself is not written (a missing key); ``None`` when none is, or the
     text is no YAML mapping. Reads the document's nodes only (aliases are not expanded).
     A tuple names the field's keys and indexes themselves, so a key holding a ``.``
-    (``("a.b",)``) is one key, not split in two."""
+    (``("a.b",)``) is one key, not split in two. A key cut as errors show a long one
+    (``xxx…``) names the written key it was cut from."""
     try:
         node: Any = yaml.compose(text, Loader=_Loader)
     except (yaml.YAMLError, RecursionError, ValueError):
@@ -335,7 +336,7 @@ def yaml_line_of(text: str, field: str | tuple[str, ...]) -> int | None:
                 (
                     (k, v)
                     for k, v in node.value
-                    if isinstance(k, yaml.ScalarNode) and k.value == part
+                    if isinstance(k, yaml.ScalarNode) and _names(part, k.value)
                 ),
                 None,
             )
@@ -349,6 +350,15 @@ def yaml_line_of(text: str, field: str | tuple[str, ...]) -> int | None:
         else:
             break
     return line
+
+
+def _names(part: str, key: str) -> bool:
+    """Whether a field path's ``part`` names the written ``key``: the key itself, or the
+    key cut as an error shows a long one (:func:`dissensus.types.field_segment`: its first
+    characters and ``…``)."""
+    if part == key:
+        return True
+    return part.endswith("\u2026") and field_segment(key) == part
 
 
 _LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")

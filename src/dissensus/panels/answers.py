@@ -157,8 +157,10 @@ def _top_level_alternatives(pattern: str, flags: int = 0) -> dict[int, tuple[int
     mapped to which one: ``(i, j)``, branch ``j`` of the ``i``-th top-level alternation
     (a common prefix the parser factors out, ``Answer: (x)|Answer: (y)``, or a group
     around the whole that captures nothing keeps them top-level: ``(?:...)``, with
-    scoped flags ``(?i:...)``, atomic ``(?>...)``, or repeated ``(?:...)+``). A group
-    outside every top-level alternation is not in the map. Parsed once per pattern (a
+    scoped flags ``(?i:...)``, atomic ``(?>...)``, or repeated ``(?:...)+``). An
+    alternation is read only when it holds every group of its sequence: one beside a
+    group of its own (``(?:(Note): |(Hint): )?Answer: ([A-D])``) is a prefix, and its
+    groups never vote. A group outside every top-level alternation is not in the map. Parsed once per pattern (a
     member answer is read on every request)."""
     where: dict[int, tuple[int, int]] = {}
 
@@ -188,7 +190,10 @@ def _top_level_alternatives(pattern: str, flags: int = 0) -> dict[int, tuple[int
 
     def walk(items: Any) -> None:
         nonlocal alternations
+        every = set(groups_in(items))
         for op, arg in items:
+            if set(groups_in([(op, arg)])) != every:
+                continue  # groups outside it too: a prefix, not the answer's alternatives
             if op is _sre.BRANCH:
                 alternations += 1
                 for j, branch in enumerate(arg[1]):

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any, TypedDict
 
 from dissensus.errors import InputError
@@ -167,11 +166,12 @@ REVISIONS_HISTORY_FROM = 2
 
 
 def applied_by() -> str:
-    """Who applies a revision: this package and its version."""
-    try:
-        return f"dissensus {metadata.version('dissensus')}"
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "dissensus"
+    """Who applies a revision: this package and its version, the source's
+    (:mod:`dissensus.version`, as ``dissensus version`` says it), never an editable
+    install's metadata, which keeps the version it was installed at."""
+    from dissensus.version import __version__
+
+    return f"dissensus {__version__}"
 
 
 def parse_revision(value: object, path: str) -> int:
