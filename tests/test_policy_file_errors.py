@@ -119,3 +119,15 @@ def test_the_line_is_where_the_misspelt_key_is_written(
     assert err.value.field == f"{section}.{typo}"
     assert err.value.line == before + blank + 2
     assert f"did you mean {key!r}?" in str(err.value)
+
+
+def test_an_unknown_key_of_a_page_s_length_is_named_cut_and_by_its_line(tmp_path: Path) -> None:
+    """A policy's unknown key is named cut to 64 characters, as every error names a
+    field, and still by the line it is written on (it was echoed whole)."""
+    long = "k" * 900  # YAML's longest plain key is 1,024 characters
+    path = _write(tmp_path / "p.yaml", f"reading:\n  similarity: tfidf\n{long}: 1\n")
+    with pytest.raises(ConfigError) as caught:
+        load_policy(path)
+    said = str(caught.value)
+    assert len(said) < 600, len(said)
+    assert f"field '{'k' * 63}\u2026': unknown key" in said and said.endswith("(line 3)")

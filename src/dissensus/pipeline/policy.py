@@ -100,7 +100,7 @@ from pydantic import (
     model_validator,
 )
 
-from dissensus.errors import ConfigError
+from dissensus.errors import ConfigError, field_path
 from dissensus.families import decision_form
 from dissensus.io.yamlfile import load_yaml_text, read_text_file, with_field_line
 from dissensus.quoting import missing_misspelt
@@ -441,7 +441,10 @@ _SECTIONS = frozenset(
 
 
 def _field(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "<root>"
+    """The dotted field of ``loc`` as every error names it, each part cut to 64
+    characters (:func:`dissensus.errors.field_path`): an unknown key of a page's length
+    is named, not echoed."""
+    return field_path(*loc) or "<root>"
 
 
 def policy_from_dict(data: Any, *, file: str | None = None) -> Policy:
