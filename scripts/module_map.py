@@ -64,7 +64,7 @@ ORDER = [
     "version",
 ]
 
-_SENTENCE_END = re.compile(r"(?<=[.;!?])\s+(?=[A-Z`(*])|\n\s*\n")
+_SENTENCE_END = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<=[.;!?])\s+(?=[A-Z`(*])|\n\s*\n")
 _PARAGRAPH_END = re.compile(r"\n\s*\n")
 LIMIT = 300
 """Most characters of one module's line (a longer first sentence is cut, with ``…``)."""
@@ -83,8 +83,8 @@ def first_sentence(doc: str | None) -> str:
         end = _PARAGRAPH_END.search(text)
         text = text if end is None else text[: end.start()]
     line = " ".join(text.split())
-    if len(line) > LIMIT:
-        line = line[: LIMIT - 1].rstrip() + "…"
+    if len(line) > LIMIT:  # cut at a word's end, never inside one
+        line = line[: LIMIT - 1].rsplit(" ", 1)[0].rstrip(" ,;:") + "…"
     return line.replace("|", "\\|")
 
 

@@ -979,3 +979,23 @@ def test_start_run_refuses_an_empty_run_id_as_invalid(tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match="invalid run id ''"):
             start_run(journal, str(inp), run_id="")
         assert journal.run("", missing_ok=True) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["deliberate", "-"], "TASK.yaml: standard input ('-') is not read here"),
+        (["negotiate", "-"], "PROBLEM.yaml: standard input ('-') is not read here"),
+        (["verify", "-"], "CERT.json: standard input ('-') is not read here"),
+        (["fake-llm", "--script", "-", "--port", "1"], "--script: standard input ('-')"),
+    ],
+)
+def test_a_file_only_input_given_as_standard_input_is_refused_by_name(
+    args: list[str], named: str
+) -> None:
+    """A task, problem, certificate or rule file is read from a file only (its paths are
+    read beside it): ``-`` is refused naming the argument (exit 2), not taken for a file
+    named ``-`` and reported missing ("No such file or directory")."""
+    done = cli(*args, stdin=b"{}\n")
+    assert done.code == 2, done.err
+    assert named in done.err and "No such file" not in done.err

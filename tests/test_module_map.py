@@ -49,3 +49,13 @@ def test_a_first_sentence_is_one_bounded_line() -> None:
     long = script.first_sentence("word " * 200)
     assert len(long) <= script.LIMIT and long.endswith("…")
     assert script.first_sentence(None) == "(no docstring)"
+
+
+def test_an_abbreviation_ends_no_sentence_and_a_long_line_is_cut_between_words() -> None:
+    script = _script()
+    assert script.first_sentence("Reads panels (e.g. LLMBar) and more. Then.") == (
+        "Reads panels (e.g. LLMBar) and more."
+    )
+    assert script.first_sentence("One thing, i.e. Another. Two.") == "One thing, i.e. Another."
+    long = script.first_sentence("abcdefghij " * 40)
+    assert long.endswith("abcdefghij…") and len(long) <= script.LIMIT

@@ -170,3 +170,21 @@ def test_a_budget_of_nothing_beside_a_model_is_refused_before_the_run(
         tmp_path / "q.yaml", {"budget": {key: 0}, "seek_context": {**sc, "followup": "none"}}
     )
     assert RunSpec.from_policy(off).policy.budget.model_dump()[key] == 0
+
+
+def test_a_budget_of_nothing_beside_a_deliberate_route_is_refused_too(tmp_path: Path) -> None:
+    """``followup: none`` does not stop a ``deliberate`` route from deliberating with the
+    model: ``max_calls: 0`` beside it let the run start and every deliberation stop at
+    once (``budget_exhausted``); it is refused, naming the route, before any run."""
+    script = f"scripted:{write_script(tmp_path / 's.yaml', {})}"
+    data = {
+        "routing": {"defaults": {"DD": "deliberate"}},
+        "seek_context": {"followup": "none", "model": script},
+        "budget": {"max_calls": 0},
+    }
+    with pytest.raises(ConfigError) as caught:
+        RunSpec.from_policy(write_policy(tmp_path / "p.yaml", data))
+    assert caught.value.field == "budget.max_calls"
+    assert "a deliberate route deliberates with the model" in str(caught.value)
+    no_route = {**data, "routing": {}}
+    assert RunSpec.from_policy(write_policy(tmp_path / "q.yaml", no_route)).policy

@@ -318,6 +318,18 @@ def check_input_path(path: str) -> str:
     return _check_input(path, file_only=False)
 
 
+def check_file_input(path: str, label: str, what: str) -> str:
+    """:func:`check_input_path` for an input read only from a file (a task, a problem, a
+    certificate, a rule file: read whole, the paths it names read beside it): ``-``
+    (standard input) is refused naming ``label`` and ``what``, not taken for a file named
+    ``-`` and reported missing."""
+    if path == "-":
+        raise InputError(
+            f"{label}: standard input ('-') is not read here: give the {what} as a file"
+        )
+    return check_input_path(path)
+
+
 def check_run_input(path: str) -> str:
     """:func:`check_input_path` for a run's input, which must be a regular file: a run
     reads its input again on resume (a named pipe cannot be read twice)."""

@@ -65,7 +65,7 @@ from dissensus.cli.common import (
     EXIT_OK,
     MAX_SECONDS,
     atomic_output,
-    check_input_path,
+    check_file_input,
     check_outputs,
     err_console,
     json_shown,
@@ -244,7 +244,7 @@ def negotiate(
     from dissensus.signing import sign_document, signer_from_env
 
     no_dash(out, "--out", "standard output carries the report; --json prints the certificate there")
-    check_input_path(problem_file)
+    check_file_input(problem_file, "PROBLEM.yaml", "problem file")
     if rule is not None and rule not in RULES:
         raise ConfigError(
             f"unknown rule {rule!r}; expected one of {', '.join(RULES)}", field="rule"
@@ -516,7 +516,7 @@ def verify(
     from dissensus.concord.verify import verify as verify_record
     from dissensus.signing import document_detail, document_status, load_public_keys, signed_kind
 
-    check_input_path(cert_file)
+    check_file_input(cert_file, "CERT.json", "certificate")
     key = load_public_keys(public_key) if public_key else None
     data = load_json_file(cert_file, what="certificate")
     if not isinstance(data, dict):

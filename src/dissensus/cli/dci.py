@@ -47,6 +47,7 @@ from dissensus.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
     MAX_SECONDS,
+    check_file_input,
     check_input_path,
     check_outputs,
     err_console,
@@ -176,7 +177,7 @@ def deliberate_cmd(
     from dissensus.dci.task import load_task
     from dissensus.signing import sign_document, signer_from_env
 
-    check_input_path(task_file)
+    check_file_input(task_file, "TASK.yaml", "task file")
     # Read before any model call: a key that cannot be used stops here, not after the run.
     signer = signer_from_env()
     not_empty(model, "--model", "the model spec")

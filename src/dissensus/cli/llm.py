@@ -16,7 +16,7 @@ import typer
 from pydantic import ValidationError
 
 from dissensus.cli.app import app
-from dissensus.cli.common import EXIT_OK, MAX_SECONDS, check_input_path, number_in
+from dissensus.cli.common import EXIT_OK, MAX_SECONDS, check_file_input, number_in
 from dissensus.errors import ConfigError
 
 
@@ -44,7 +44,7 @@ def fake_llm(
     from dissensus.llm.fakeserver import FakeServer, ServerSettings
     from dissensus.llm.scripted import load_script, validation_problem
 
-    check_input_path(script)
+    check_file_input(script, "--script", "rule file")
     rules = load_script(script)
     try:
         settings = ServerSettings.model_validate(rules.server or {})

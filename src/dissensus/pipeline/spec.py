@@ -847,16 +847,25 @@ def _journalled_spec(spec: str, checked: set[ModelFileKey], files: dict[str, str
 def _check_budget_pays(policy: Policy, policy_file: str | None, model: str | None) -> None:
     """Refuse a budget of no calls (or no tokens) beside a follow-up that asks a model:
     every follow-up would fail once the run had started (exit 1 after the whole run);
-    ``seek_context.followup: none`` says "no model calls" instead."""
+    ``seek_context.followup: none`` says "no model calls" instead, unless a ``deliberate``
+    route still deliberates with the model (:func:`~dissensus.pipeline.gates.asks_a_model`,
+    the one reading of whether a policy can call a model)."""
+    from dissensus.pipeline.gates import asks_a_model
+
     sc, budget = policy.seek_context, policy.budget
-    if not (model or sc.models) or sc.followup == "none" or sc.max_followups == 0:
+    if not (model or sc.models) or not asks_a_model(policy):
         return
+    asker = (
+        "a deliberate route deliberates with the model: every deliberation would fail; "
+        "raise it, or route no state to deliberate"
+        if sc.followup == "none"
+        else f"the follow-up ({sc.followup}) asks a model: every follow-up would fail; "
+        "raise it, or set seek_context.followup: none to run without model calls"
+    )
     for key, value in (("max_calls", budget.max_calls), ("max_tokens", budget.max_tokens)):
         if value == 0:
             raise ConfigError(
-                f"0 pays for no model call, yet the follow-up ({sc.followup}) asks a model: "
-                "every follow-up would fail; raise it, or set seek_context.followup: none "
-                "to run without model calls",
+                f"0 pays for no model call, yet {asker}",
                 file=policy_file,
                 field=f"budget.{key}",
             )
