@@ -10,6 +10,9 @@ reviewer in the chain; a claim is not evidence). Choices this module makes:
   is refused (:class:`~dissensus.store.errors.CaseClosed`) when that event is already
   journalled. The key names the resolution that would stand now (after an undo, the next
   one's key); a caller reads it under the same lock, in a transaction the claim joins.
+* **A claim lasts at most ten years** (:data:`MAX_CLAIM_TTL`, the CLI's bound on
+  ``--ttl``): a longer one is refused as any other bad claim time, never a clock
+  overflow when its expiry is written.
 * **Racing claimants** are told who won: the insert only replaces one's own or an
   expired claim, and a loser reads the winner's row (PostgreSQL also locks an existing
   claim row, so a loser waits for the winner's short transaction).
@@ -28,7 +31,10 @@ from dissensus.store.errors import CaseClosed, ClaimConflict
 from dissensus.store.log import SQLEventLog
 from dissensus.store.transactions import Transactions
 
-__all__ = ["Claim", "Claims"]
+MAX_CLAIM_TTL = 315_576_000.0
+"""The longest claim, in seconds (ten years): its expiry stays a date the clock writes."""
+
+__all__ = ["MAX_CLAIM_TTL", "Claim", "Claims"]
 
 
 class Claim(BaseModel):
@@ -60,8 +66,11 @@ class Claims:
         """
         if not who.strip():
             raise DissensusError("a claim needs a reviewer name")
-        if not (0 < ttl < float("inf")):
-            raise DissensusError(f"claim time must be a positive number of seconds, got {ttl!r}")
+        if not (0 < ttl <= MAX_CLAIM_TTL):
+            raise DissensusError(
+                "claim time must be a positive number of seconds, at most "
+                f"{MAX_CLAIM_TTL:,.0f} (ten years), got {ttl!r}"
+            )
         backend = self._backend
         with self._tx.transaction(run_id if closed_by is not None else None):
             if closed_by is not None and (closing := self._log.get(run_id, closed_by)) is not None:
