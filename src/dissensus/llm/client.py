@@ -66,6 +66,12 @@ Choices this module makes:
   taken for the answer (an answer cut after ``{"draft": {"verdict": "B"}, "verdict":
   "A", ...`` was read as the draft's ``B``). It is re-asked as an answer that does not
   validate, the re-ask saying it was cut off.
+* **Refusals.** A structured answer that is the server's refusal (OpenAI's
+  ``message.refusal`` with no content: the model declined) fails the call at once with
+  :class:`StructuredOutputError` saying the model refused, never re-asked: a re-ask
+  sent the refusal back with "did not validate against the required JSON schema" and
+  was refused again, each at the price of a call, and the error read "no JSON object
+  found".
 * **Re-asks** send the previous answer back as an assistant message, followed by a
   user message naming the validation errors (locations and messages only; the invalid
   values themselves are not echoed). The errors are quoted in a ``VALIDATION_ERRORS``
@@ -475,6 +481,14 @@ class ModelClient:
             if not structured:
                 return self._response(result, None, call, raws)
             raws.append(result.text)
+            if result.refused:  # the model declined: asking again asks to be refused again
+                name = request.schema_name or "object"
+                problem = f"the model refused to answer (starts {result.text.strip()[:80]!r})"
+                raise StructuredOutputError(
+                    f"{self.model_id}: no valid {name}: {problem}",
+                    attempts=raws,
+                    errors=[*errors, problem],
+                )
             cut = CUT_SHORT.get(result.finish_reason or "")
             try:
                 # An answer the server ended early is incomplete: only the whole text,
