@@ -310,7 +310,7 @@ def test_a_number_answer_is_read_as_the_converter_reads_it() -> None:
 def test_a_recording_line_with_a_repeated_key_is_refused_naming_file_line_and_field(
     tmp_path: Path,
 ) -> None:
-    good = '{"key": "k", "request": {}, "response": {"text": "t", "model": "m"}}'
+    good = '{"key": "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a", "request": {}, "response": {"text": "t", "model": "m"}}'
     twice = '{"key": "k", "request": {}, "response": {"text": "yes", "model": "m", "text": "no"}}'
     rec = tmp_path / "dup.jsonl"
     rec.write_text(f"{good}\n{twice}\n", encoding="utf-8")

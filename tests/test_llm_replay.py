@@ -133,7 +133,7 @@ def test_replay_miss_on_empty_recording(tmp_path: Path) -> None:
 def test_bad_recording_line_names_file_and_line(tmp_path: Path) -> None:
     rec = tmp_path / "bad.jsonl"
     rec.write_text(
-        '{"key": "k", "request": {}, "response": {"text": "t", "model": "m"}}\n{"key": 1}\n'
+        '{"key": "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a", "request": {}, "response": {"text": "t", "model": "m"}}\n{"key": 1}\n'
     )
     with pytest.raises(ConfigError, match=r"bad.jsonl.*line 2"):
         ReplayBackend.from_file(rec)

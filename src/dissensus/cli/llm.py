@@ -41,6 +41,7 @@ def fake_llm(
     seed: int | None = typer.Option(None, "--seed", help="Seed of the fault draws."),
 ) -> None:
     """Serve /v1/chat/completions and /v1/models from a rule file, with optional faults."""
+    from dissensus.io.yamlfile import with_field_line
     from dissensus.llm.fakeserver import FakeServer, ServerSettings
     from dissensus.llm.scripted import load_script, validation_problem
 
@@ -50,9 +51,8 @@ def fake_llm(
         settings = ServerSettings.model_validate(rules.server or {})
     except ValidationError as exc:
         where, message = validation_problem(exc)
-        raise ConfigError(
-            message, file=script, field="server" + (f".{where}" if where else "")
-        ) from exc
+        error = ConfigError(message, file=script, field="server" + (f".{where}" if where else ""))
+        raise with_field_line(error, script, None, what="rule file") from None
     if latency is not None:
         settings.latency_s = latency
     if fault_rate is not None:

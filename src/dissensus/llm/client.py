@@ -60,6 +60,18 @@ Choices this module makes:
   with the key of a backend that offers ``redact_message``, bearer and basic
   credentials and ``sk-`` keys otherwise). The exception is not chained to the failure:
   its arguments, or the request it holds, may quote the key.
+* **Cut-short answers.** A structured answer the server ended early (``finish_reason``
+  ``length``, cut at the completion cap, or ``content_filter``) is its whole text parsed
+  as it is, or no answer: the object is incomplete, so no object found inside it is
+  taken for the answer (an answer cut after ``{"draft": {"verdict": "B"}, "verdict":
+  "A", ...`` was read as the draft's ``B``). It is re-asked as an answer that does not
+  validate, the re-ask saying it was cut off.
+* **Refusals.** A structured answer that is the server's refusal (OpenAI's
+  ``message.refusal`` with no content: the model declined) fails the call at once with
+  :class:`StructuredOutputError` saying the model refused, never re-asked: a re-ask
+  sent the refusal back with "did not validate against the required JSON schema" and
+  was refused again, each at the price of a call, and the error read "no JSON object
+  found".
 * **Re-asks** send the previous answer back as an assistant message, followed by a
   user message naming the validation errors (locations and messages only; the invalid
   values themselves are not echoed). The errors are quoted in a ``VALIDATION_ERRORS``
@@ -107,6 +119,7 @@ from dissensus.types import JsonSchema, Usage, trusted
 
 __all__ = [
     "ATTEMPT_GRACE_S",
+    "CUT_SHORT",
     "NO_AGENT",
     "REASK_PROBLEM_CHARS",
     "ClientSettings",
@@ -202,6 +215,13 @@ def _validation_summary(exc: ValidationError) -> str:
         parts.append(f"{loc}: {err['msg']}")
     return "; ".join(parts)
 
+
+CUT_SHORT = {
+    "length": "the answer was cut off at the completion cap (finish_reason 'length')",
+    "content_filter": "the answer was stopped by the server's content filter "
+    "(finish_reason 'content_filter')",
+}
+"""Finish reasons of an answer the server ended early, and what a re-ask says of one."""
 
 REASK_PROBLEM_CHARS = 2_000
 """The most characters of a validation problem a re-ask quotes."""
@@ -461,13 +481,27 @@ class ModelClient:
             if not structured:
                 return self._response(result, None, call, raws)
             raws.append(result.text)
+            if result.refused:  # the model declined: asking again asks to be refused again
+                name = request.schema_name or "object"
+                problem = f"the model refused to answer (starts {result.text.strip()[:80]!r})"
+                raise StructuredOutputError(
+                    f"{self.model_id}: no valid {name}: {problem}",
+                    attempts=raws,
+                    errors=[*errors, problem],
+                )
+            cut = CUT_SHORT.get(result.finish_reason or "")
             try:
-                value = extract_json(result.text)
+                # An answer the server ended early is incomplete: only the whole text,
+                # parsed as it is, can be its answer, never an object found inside it
+                # ("Cut-short answers").
+                value = extract_json(result.text, whole_only=cut is not None)
                 parsed = schema.model_validate(value) if schema is not None else value
             except JSONExtractError as exc:
-                problem = str(exc)
+                problem = f"{cut}: {exc}" if cut is not None else str(exc)
             except ValidationError as exc:
                 problem = _validation_summary(exc)
+                if cut is not None:
+                    problem = f"{cut}: {problem}"
             else:
                 return self._response(result, parsed, call, raws)
             errors.append(problem)

@@ -185,8 +185,12 @@ def _loads(candidate: str, unique_keys: bool) -> tuple[bool, Any]:
     return _parse(stripped, unique_keys)
 
 
-def extract_json(text: str, *, want_object: bool = True, unique_keys: bool = True) -> Any:
-    """The first JSON value in ``text`` (an object when ``want_object``).
+def extract_json(
+    text: str, *, want_object: bool = True, unique_keys: bool = True, whole_only: bool = False
+) -> Any:
+    """The first JSON value in ``text`` (an object when ``want_object``); with
+    ``whole_only``, the whole text or nothing (an answer cut short, whose fences and
+    spans are pieces of an incomplete value).
 
     Raises :class:`JSONExtractError` when there is none, and (``unique_keys``)
     :class:`DuplicateKeyError` when the first candidate that parses holds a key twice in
@@ -196,7 +200,7 @@ def extract_json(text: str, *, want_object: bool = True, unique_keys: bool = Tru
     {'a': [1, 2]}
     """
     seen: set[str] = set()
-    for candidate in _candidates(text):
+    for candidate in [text.strip()] if whole_only else _candidates(text):
         if not candidate or candidate in seen:
             continue
         seen.add(candidate)

@@ -142,6 +142,12 @@ Choices this module makes:
   provider, the retry count is always 0 (retries are dissensus's, one SDK attempt each),
   and building and merging them was about a seventh of a call's instructions on
   loopback (2.59 M against 2.22 M per call through this backend, callgrind).
+* **Unreachable servers.** A connection that could not be made (a host name that does
+  not resolve, a refused connection, no route) fails as a retryable ``connection``
+  naming the server's URL (:func:`safe_url`: no user-info or query) and the operating
+  system's reason (:func:`_unreachable`), on both transports: the SDK says only
+  "Connection error." (httpx), and aiohttp's refused connection read as "the server
+  closed the connection", a run's every record saying so with no word of which server.
 * **Cutoff.** Under a :class:`~dissensus.llm.base.Cutoff` (the chat door's decisions at
   shutdown), a cut expires the attempt's deadline at once and the attempt fails as
   ``cut_off`` (not retried); an attempt after the cut is not sent.
@@ -471,6 +477,34 @@ def _dropped(exc: BaseException) -> bool:
             return True
         cause = cause.__cause__
     return False
+
+
+def _unreachable(exc: BaseException) -> str | None:
+    """Why a connection to the server could not be made, when that is what ``exc`` (the
+    SDK's connection error or timeout) was: the operating system's reason at the end of
+    its chain (a host name that does not resolve, a refused connection, no route), else
+    ``None`` (a connection made and then dropped, a timeout, anything else)."""
+    import socket
+
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    found: OSError | None = None
+    connect = False  # the chain says the connection was never made
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        name = type(cause).__name__
+        if name in ("ConnectError", "ClientConnectorError", "ClientConnectorDNSError"):
+            connect = True
+        if isinstance(cause, OSError) and not isinstance(cause, TimeoutError):
+            found = cause
+        cause = cause.__cause__ or cause.__context__
+    if found is None or not connect:
+        return None
+    if isinstance(found, socket.gaierror):
+        return f"the host name does not resolve ({found.strerror or found})"
+    if isinstance(found, ConnectionRefusedError):
+        return "the connection was refused (is the server running, on this port?)"
+    return str(found.strerror or found)[:200]
 
 
 MAX_SERVER_MESSAGE_CHARS = 2_000
@@ -904,6 +938,16 @@ class OpenAIBackend:
             cut=cut,
         )
 
+    def _unreachable_failure(self, client: AsyncOpenAI, why: str) -> BackendError:
+        """The failure of a connection that could not be made: the server it was made to
+        (its URL without user-info or query) and why ("Unreachable servers")."""
+        where = safe_url(str(client.base_url).rstrip("/"))
+        return BackendError(
+            self._redact(f"connection error: cannot connect to {where}: {why}"),
+            kind="connection",
+            retryable=True,
+        )
+
     def _refusal(self, status: int) -> str:
         """The message of a server refusing the key: the status, what it means and where
         the key came from, without the server's text (it may quote the key, encoded)."""
@@ -990,8 +1034,11 @@ class OpenAIBackend:
                     if cutoff is not None:
                         cutoff.unwatch(scope)
         except (openai.APITimeoutError, TimeoutError) as exc:
+            unreachable = _unreachable(exc)
             if cutoff is not None and cutoff.reason is not None:
                 failure = cutoff.failure()
+            elif unreachable is not None:
+                failure = self._unreachable_failure(client, unreachable)
             elif _dropped(exc):
                 failure = BackendError(
                     "connection error: the server closed the connection",
@@ -1003,9 +1050,13 @@ class OpenAIBackend:
                     f"timed out after {self.timeout_s}s", kind="timeout", retryable=True
                 )
         except openai.APIConnectionError as exc:
-            failure = BackendError(
-                self._redact(f"connection error: {exc}"), kind="connection", retryable=True
-            )
+            unreachable = _unreachable(exc)
+            if unreachable is not None:
+                failure = self._unreachable_failure(client, unreachable)
+            else:
+                failure = BackendError(
+                    self._redact(f"connection error: {exc}"), kind="connection", retryable=True
+                )
         except openai.APIStatusError as exc:
             failure = self._status_error(exc, json_mode, structured, cut=bool(cut))
         except openai.APIResponseValidationError as exc:

@@ -41,6 +41,11 @@ never share answers. Choices this module makes:
   ``response.text``): readers differ on which value wins, so the answer it replays (or
   the request it is filed under) would not be certain. The check is the JSONL readers'
   (:func:`dissensus.io.jsontext.check_unique_keys`).
+* A line's ``key`` must be the SHA-256 of its own ``request`` (as the recorder writes
+  it): a line whose request was edited, or whose key was written by another tool, is a
+  :class:`ConfigError` naming file and line (field ``key``). Answers are found by the
+  key, so such a line answered a request it does not show, and the request it shows
+  was a miss.
 * A recording is read whole, so it must be a regular file of at most
   :data:`MAX_RECORDING_BYTES` (1 GiB; a device, a named pipe or a larger file is one
   :class:`ConfigError` naming it, before any memory is spent on it).
@@ -185,6 +190,17 @@ class ReplayBackend:
             if repeated is not None:
                 raise ConfigError(
                     f"line {number}: {repeated.message}", file=name, field=repeated.field
+                )
+            digest = hashlib.sha256(
+                _canonical_json(recordings[-1].request).encode("utf-8")
+            ).hexdigest()
+            if digest != recordings[-1].key:
+                raise ConfigError(
+                    f"line {number}: its key is not the SHA-256 of its request (the line was "
+                    "edited, or written by another tool): it would answer a request it does "
+                    "not show; record it again",
+                    file=name,
+                    field="key",
                 )
         return cls(recordings, name=Path(path).name)
 

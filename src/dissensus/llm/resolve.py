@@ -15,7 +15,10 @@ naming ``OPENAI_API_KEY``. A base URL with credentials in it (user-info, a key i
 query) is refused by :class:`OpenAIBackend` when the spec is checked or resolved, naming
 ``$OPENAI_BASE_URL``, before any request; so is a key that cannot be sent as it is
 (whitespace around it, a character outside printable ASCII), naming ``$OPENAI_API_KEY``:
-refused, not stripped. Unknown prefixes and empty parts are configuration errors.
+refused, not stripped. So is an ``openai:`` model id with whitespace around it or a
+control character in it (:func:`model_id_problem`: ``openai: gpt-4o``, a newline read
+with the spec from a file), which is sent as it is. Unknown prefixes and empty parts are
+configuration errors.
 :func:`check_model_spec` checks a spec without side effects (no file created, no
 connection made), so a command can refuse a bad spec before it starts any work; its
 errors name the spec. A build that checks several specs (a run specification: the run's
@@ -59,6 +62,7 @@ __all__ = [
     "check_model_spec",
     "check_recordings",
     "make_backend",
+    "model_id_problem",
     "resolve_model",
 ]
 
@@ -212,6 +216,20 @@ def _check(spec: str, checked: set[ModelFileKey] | None, files: Mapping[str, str
     )
 
 
+def model_id_problem(model: str) -> str | None:
+    """Why ``model`` cannot be an ``openai:`` model id as written (``None`` when it can):
+    whitespace around it or a control character in it. The id is sent as it is, so a
+    spec copied with a space (``openai: gpt-4o``) or read from a file with its newline
+    asked the server for a model of that name on every call, each refused (or, by a
+    local server that answers any name, answered) only once the run was under way."""
+    if model != model.strip():
+        return f"the model id {model!r} has whitespace around it"
+    for i, ch in enumerate(model):
+        if not ch.isprintable():  # a control character, or whitespace other than a space
+            return f"the model id holds the control character {ch!r} at position {i + 1}"
+    return None
+
+
 def make_backend(spec: str, *, settings: ClientSettings | None = None) -> ChatBackend:
     """The backend a spec names."""
     settings = settings or ClientSettings()
@@ -219,6 +237,9 @@ def make_backend(spec: str, *, settings: ClientSettings | None = None) -> ChatBa
     if not sep or not rest:
         raise ConfigError(f"invalid model spec {spec!r}; expected one of {_FORMS}", field="model")
     if kind == "openai":
+        problem = model_id_problem(rest)
+        if problem is not None:
+            raise ConfigError(f"invalid model spec {spec!r}: {problem}", field="model")
         base_url = os.environ.get("OPENAI_BASE_URL") or None
         api_key = os.environ.get("OPENAI_API_KEY")  # set but empty: refused as empty
         if api_key is None and base_url is None:

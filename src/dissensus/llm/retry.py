@@ -5,6 +5,9 @@
   ``random.Random``, so a run's waits are reproducible. The generator is seeded at the
   first retry, not when the client is made (seeding costs more than a call's own work,
   and a panel makes a client per member per request).
+* The ceiling stops doubling once it passes the cap, so any number of retries
+  (``max_retries`` has no upper bound) keeps waiting ``uniform(0, cap)``; the doubling
+  itself overflowed a float at the 1,025th retry and crashed the call.
 * A server's ``Retry-After`` (seconds, or an HTTP date) overrides the backoff when it
   is longer, capped at ``retry_after_cap_s`` so a hostile or broken server cannot park
   the client for hours. A date in the past means "now".
@@ -65,7 +68,9 @@ class Backoff:
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait before retry number ``attempt + 1`` (``attempt`` is 0-based)."""
-        ceiling = min(self.cap_s, self.base_s * (2.0**attempt))
+        # 2.0**1024 overflows (OverflowError, out of any try: a client retrying a long
+        # outage crashed at its 1025th retry); the cap is reached long before.
+        ceiling = min(self.cap_s, self.base_s * (2.0 ** min(attempt, 1023)))
         with self._lock:
             if self._rng is None:  # seeded on the first retry: most clients never retry
                 self._rng = random.Random(self._seed)

@@ -21,6 +21,9 @@ Choices this module makes:
 * ``responses`` items may be strings or JSON values (serialized like ``json``). The
   cycle position is kept per (rule, agent); a request without an agent uses the agent
   ``""``.
+* An invalid rule file is a :class:`~dissensus.errors.ConfigError` naming the file,
+  the field and the line it is written on (``field 'rules.0.match.regex': invalid
+  regex: ... (line 3)``), as a policy file's errors are.
 * ``default`` may be a string or a JSON value. No match and no default is a
   non-retryable failure of kind ``no_rule`` (surfacing as :class:`ModelCallError`).
 * Token usage is ``estimate_tokens`` of the prompt and of the answer; an answer longer
@@ -39,7 +42,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dissensus.errors import ConfigError
-from dissensus.io.yamlfile import load_yaml_file
+from dissensus.io.yamlfile import load_yaml_file, with_field_line
 from dissensus.llm.base import (
     BackendError,
     BackendResponse,
@@ -128,7 +131,11 @@ def load_script(path: str | Path) -> ScriptedRules:
     name = str(path)
     # The project's one YAML loader: safe, no duplicate keys, alias bombs refused.
     data = load_yaml_file(path, what="script")
-    return parse_script(data, file=name)
+    try:
+        return parse_script(data, file=name)
+    except ConfigError as exc:
+        # Named by the line its field is written on, as a policy file's errors are.
+        raise with_field_line(exc, name, None, what="script") from None
 
 
 def validation_problem(exc: ValidationError) -> tuple[str | None, str]:
