@@ -87,7 +87,10 @@ Choices this module makes:
   and table agents faulted on. An id that collides with another outcome is replaced by ``C<k>``,
   and a blank id (``""``) is no id: the candidate is named ``C<k>`` (a record whose
   candidate id is empty would read as one without a leader).
-  Both are reported in the round's notes. A proposal whose text or id is longer than
+  Both are reported in the round's notes. A proposal whose text is an anchor's (its
+  outer white space aside) is a fault of that call, never tabled: anchors are never
+  candidates, and the ideal anchor tabled would be certified at 1.0 for every agent
+  that scores it as the ideal. A proposal whose text or id is longer than
   :data:`~dissensus.io.limits.MAX_FIELD_CHARS` (32,768 characters; a pool option's
   text excepted) is a fault of that call, never tabled: every later view, and with it
   every model agent's prompt, carries every tabled text, so one runaway answer would be
@@ -664,10 +667,18 @@ class Negotiation:
 
     def _written(self, value: object, fault: str | None) -> tuple[Outcome | None, str | None]:
         """A proposal or repair as the protocol tables it: an outcome, a pass, or a fault
-        (a text or id longer than :data:`MAX_FIELD_CHARS`, unless it is a pool option's,
-        which the problem gave)."""
+        (an anchor's text; a text or id longer than :data:`MAX_FIELD_CHARS`, unless it is
+        a pool option's, which the problem gave)."""
         outcome, fault = _outcome(value, fault)
-        if outcome is None or any(o.text == outcome.text for o in self._options):
+        if outcome is None:
+            return outcome, fault
+        for name, anchor in (("rejected", self._rejected), ("ideal", self._ideal)):
+            if outcome.text.strip() == anchor.text.strip():
+                return None, (
+                    f"the proposal is the text of the {name} anchor {anchor.id}; "
+                    "anchors are never candidates; not tabled"
+                )
+        if any(o.text == outcome.text for o in self._options):
             return outcome, fault
         for name, part in (("text", outcome.text), ("id", outcome.id or "")):
             if len(part) > MAX_FIELD_CHARS:
