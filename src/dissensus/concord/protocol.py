@@ -86,7 +86,9 @@ Choices this module makes:
   listed before the option's proposer no longer tabled a copy every agent scored again
   and table agents faulted on. An id that collides with another outcome is replaced by ``C<k>``,
   and a blank id (``""``) is no id: the candidate is named ``C<k>`` (a record whose
-  candidate id is empty would read as one without a leader).
+  candidate id is empty would read as one without a leader). A proposal whose text is
+  exactly a tabled candidate's is merged into it whatever id it gives: the same plan
+  under a new name was tabled and scored again, every round it was proposed.
   Both are reported in the round's notes. A proposal whose text is an anchor's (its
   outer white space aside) is a fault of that call, never tabled: anchors are never
   candidates, and the ideal anchor tabled would be certified at 1.0 for every agent
@@ -483,10 +485,11 @@ class Negotiation:
             )
             return None
         same = next((c for c in self._cands if c.text == outcome.text), None)
-        if cid is None and same is not None:
-            # No id, the text of a candidate already tabled: the same proposal (two
-            # LLM agents writing one plan), not a second candidate to score again. The
-            # note is the one a merge by id makes, which every verifier reads.
+        if same is not None:
+            # The text of a candidate already tabled, under no id or another one: the
+            # same proposal (two LLM agents writing one plan, an agent renaming the
+            # leader), not a second candidate to score again. The note is the one a
+            # merge by id makes, which every verifier reads.
             notes.append(f"{author} proposed {same.id}, already tabled by {same.author}; merged")
             return None
         if cid is None or cid in taken:
