@@ -37,15 +37,13 @@ def test_the_leader_renamed_is_merged_not_tabled_again() -> None:
     assert verify(cert.model_dump(mode="json")).valid
 
 
-def test_an_option_under_an_anchor_id_is_tabled_once() -> None:
-    from dissensus.concord import TableAgent
-
+def test_one_plan_under_a_taken_id_is_tabled_once() -> None:
+    # both propose "z" under the anchor's id: renamed C1 once, then merged into it
     agents = [
-        TableAgent("x", {"R0": 0, "I0": 10}),
-        TableAgent("y", {"R0": 0, "I0": 10}),
+        FunctionAgent("x", _score_a, propose=lambda view: {"id": "R0", "text": "z"}),
+        FunctionAgent("y", _score_b, propose=lambda view: {"id": "R0", "text": "z"}),
     ]
-    cert = negotiate_sync(
-        agents, rejected=R0, ideal=I0, floor=0.5, rounds=2, options=[Outcome(id="R0", text="z")]
-    )
-    assert [c.text for c in cert.candidates] == ["z"]
+    cert = negotiate_sync(agents, rejected=R0, ideal=I0, floor=0.5, rounds=2)
+    assert [(c.id, c.text) for c in cert.candidates] == [("C1", "z")]
+    assert cert.trajectory[0].notes[-1] == "y proposed C1, already tabled by x; merged"
     assert verify(cert.model_dump(mode="json")).valid
