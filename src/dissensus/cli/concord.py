@@ -41,6 +41,10 @@ checked the same way before any work, its errors naming the file and the field
 recording (``record:FILE:...``) is an output: one that is the problem file, ``--out`` or
 a module file a function agent names beside the problem file is refused (exit 2,
 naming ``model`` and the file's role, ``agents.I.score``), before anything is appended.
+``--out`` is refused (exit 2, before any agent is called) when it is the problem file,
+a module a function agent names beside it (``agents.I.score``) or the file the model
+reads (``scripted:``/``replay:``, labelled ``model``): the certificate was written over
+the user's code or script.
 """
 
 from __future__ import annotations
@@ -114,6 +118,15 @@ def _code_files(problem: Problem, base_dir: Path) -> dict[str, str | None]:
             if path is not None:
                 files[f"agents.{i}.{name}"] = str(path)
     return files
+
+
+def _model_reads(spec: str | None) -> dict[str, str | None]:
+    """The files the model reads (a ``scripted:`` or ``replay:`` file), labelled
+    ``model``: inputs ``--out`` must never overwrite."""
+    from dissensus.llm.resolve import spec_reads
+
+    reads = spec_reads(spec) if spec else []
+    return {("model" if i == 0 else f"model ({i + 1})"): path for i, path in enumerate(reads)}
 
 
 def _client(spec: str) -> Any:
@@ -258,9 +271,11 @@ def negotiate(
     spec = _model_spec(model, problem)
     from dissensus.llm.resolve import check_model_spec, check_recordings
 
-    files = {"PROBLEM.yaml": problem_file, "--out": out} | _code_files(
-        problem, Path(problem_file).parent
-    )
+    code = _code_files(problem, Path(problem_file).parent)
+    files = {"PROBLEM.yaml": problem_file, "--out": out} | code
+    # --out is never a file the run reads: an agent's module, the model's script
+    reads: dict[str, str | None] = code | _model_reads(spec)
+    check_outputs({"--out": out}, reads=reads)
     check_recordings(spec, files)
     needs_model = any(a.kind == "llm" for a in problem.agents)
     if model is None and spec and spec == problem.model and (needs_model or compare):

@@ -23,7 +23,10 @@ float is out of range, not an ``OverflowError``; the agents are a sequence (not 
 :class:`~dissensus.concord.agent.NegotiationAgent` with string ids; the anchors and the
 options are :class:`~dissensus.concord.agent.Outcome` instances (a dict or an id string
 is refused, not read), and the two anchors differ (equal anchors, or two anchors with
-one id, give no scale). Without these checks a wrong kind surfaced only as every agent
+one id, give no scale). Each option has an id of its own, as in a problem file: not
+blank (table agents score by id; an option without one was passed over by every agent),
+none reading as an anchor's or an earlier option's (the second of two was never
+proposed; one under an anchor's id was renamed and tabled again). Without these checks a wrong kind surfaced only as every agent
 faulting on the view it could not be shown (each fault a paid call for an LLM agent)
 or as an internal error after the run.
 """
@@ -160,6 +163,26 @@ def as_real(value: float) -> float:
         return math.nan
 
 
+def _check_options(options: Sequence[Outcome], rejected: Outcome, ideal: Outcome) -> None:
+    """Every option has an id of its own, as a problem file's options must: no blank id
+    (table agents score by id), none reading as an anchor's or an earlier option's."""
+    ids: dict[str, str] = {}
+    for name, anchor in (("rejected", rejected), ("ideal", ideal)):
+        if anchor.id is not None:
+            ids[same_name(anchor.id)] = f"the {name} anchor"
+    for i, option in enumerate(options):
+        where = f"options.{i}.id"
+        if option.id is None or not same_name(option.id):
+            raise ConfigError(
+                "an option needs an id that is not blank (table agents score by id)",
+                field=where,
+            )
+        seen = ids.get(same_name(option.id))
+        if seen is not None:
+            raise ConfigError(f"option id {option.id!a} reads as the id of {seen}", field=where)
+        ids[same_name(option.id)] = f"options.{i} ({option.id!r})"
+
+
 def check_arguments(
     *,
     agents: object,
@@ -201,6 +224,7 @@ def check_arguments(
             raise ConfigError(
                 f"expected an Outcome, got {type(option).__name__}", field=f"options.{i}"
             )
+    _check_options(options, rejected, ideal)
     if rule not in RULES:
         raise ConfigError(f"unknown selection rule {rule!r}", field="rule")
     if not isinstance(problem, str):

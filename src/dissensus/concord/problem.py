@@ -39,6 +39,9 @@ Choices this module makes:
   can name ``incident_agents:score_telemetry``; ``sys.path`` is never changed), then an
   importable module. Building agents from the file is an assembly step outside the
   protocol's core: :func:`dissensus.agents.assembly.build_agents`.
+* An option's text is no other option's and no anchor's (``options.N.text``): one plan
+  under two ids was tabled twice and could be scored 0.5 under one id and 0.9 under the
+  other by the same agent, and an anchor is never a candidate.
 * Agent ``timeout`` (seconds, optional, finite and positive) bounds each call to that agent.
 * ``model:`` (optional) names the model of the LLM agents; relative ``scripted:`` and
   ``replay:`` paths in it are resolved against the problem file's directory.
@@ -154,6 +157,11 @@ def _check(problem: Problem, file: str | None) -> None:
     if len(anchor_ids) != 2 or len({same_name(str(i)) for i in anchor_ids}) != 2:
         raise fail("the two anchors need distinct ids", "anchors")
     seen: set[str] = set()
+    # an option's text is no other outcome's: the protocol merges a written plan into the
+    # outcome whose text it is, and a record holding one text twice shows two standings
+    texts: dict[str, str] = {
+        a.text: f"the {n} anchor ({a.id!r})" for n, a in _anchors(problem) if a.text.strip()
+    }
     # ids a reader cannot tell apart (x and x\u200b, A and fullwidth Ａ) are one id
     read: dict[str, str] = {same_name(str(a.id)): f"anchors.{n}" for n, a in _anchors(problem)}
     for i, option in enumerate(problem.options):
@@ -177,6 +185,13 @@ def _check(problem: Problem, file: str | None) -> None:
         if option.id in seen:
             raise fail(f"duplicate option id {option.id!r}", f"options.{i}.id")
         seen.add(option.id)
+        if option.text in texts:
+            raise fail(
+                f"option {option.id!r} has the text of {texts[option.text]}; one plan under "
+                "two ids is scored twice, and a table agent may give it two different scores",
+                f"options.{i}.text",
+            )
+        texts[option.text] = f"options.{i} ({option.id!r})"
     ids: set[str] = set()
     for i, agent in enumerate(problem.agents):
         _check_agent(problem, agent, f"agents.{i}", ids, fail)

@@ -86,8 +86,17 @@ Choices this module makes:
   listed before the option's proposer no longer tabled a copy every agent scored again
   and table agents faulted on. An id that collides with another outcome is replaced by ``C<k>``,
   and a blank id (``""``) is no id: the candidate is named ``C<k>`` (a record whose
-  candidate id is empty would read as one without a leader).
-  Both are reported in the round's notes. Evaluations count agent x candidate scores
+  candidate id is empty would read as one without a leader). A proposal whose text is
+  exactly a tabled candidate's is merged into it whatever id it gives: the same plan
+  under a new name was tabled and scored again, every round it was proposed.
+  Both are reported in the round's notes. A proposal whose text is an anchor's (its
+  outer white space aside) is a fault of that call, never tabled: anchors are never
+  candidates, and the ideal anchor tabled would be certified at 1.0 for every agent
+  that scores it as the ideal. A proposal whose text or id is longer than
+  :data:`~dissensus.io.limits.MAX_FIELD_CHARS` (32,768 characters; a pool option's
+  text excepted) is a fault of that call, never tabled: every later view, and with it
+  every model agent's prompt, carries every tabled text, so one runaway answer would be
+  paid for in every call after it. Evaluations count agent x candidate scores
   (anchors excluded); model calls count calls to agents whose ``uses_model`` is true.
 * **Attempts** are what each model agent's ``attempts()`` reports, the difference over
   the run; an ``attempts()`` that raises or answers something other than a whole number
@@ -152,6 +161,7 @@ from dissensus.concord.scale import (
 )
 from dissensus.concord.topology import Regime
 from dissensus.errors import ConfigError
+from dissensus.io.limits import MAX_FIELD_CHARS
 
 __all__ = ["Negotiation", "negotiate", "negotiate_sync"]
 
@@ -475,10 +485,11 @@ class Negotiation:
             )
             return None
         same = next((c for c in self._cands if c.text == outcome.text), None)
-        if cid is None and same is not None:
-            # No id, the text of a candidate already tabled: the same proposal (two
-            # LLM agents writing one plan), not a second candidate to score again. The
-            # note is the one a merge by id makes, which every verifier reads.
+        if same is not None:
+            # The text of a candidate already tabled, under no id or another one: the
+            # same proposal (two LLM agents writing one plan, an agent renaming the
+            # leader), not a second candidate to score again. The note is the one a
+            # merge by id makes, which every verifier reads.
             notes.append(f"{author} proposed {same.id}, already tabled by {same.author}; merged")
             return None
         if cid is None or cid in taken:
@@ -594,7 +605,7 @@ class Negotiation:
         for agent_id, result in zip(self._regime.covered, results, strict=True):
             if isinstance(result, _Halt):  # no proposal before the stop
                 continue
-            outcome, fault = _outcome(*result)
+            outcome, fault = self._written(*result)
             if fault is not None:
                 step.faults.append(Fault(agent=agent_id, phase="propose", message=fault))
             if outcome is None:
@@ -629,7 +640,7 @@ class Negotiation:
         value, fault = await self._invoke(
             agent, lambda: agent.repair(self._view(agent_id, "repair", round_no))
         )
-        outcome, fault = _outcome(value, fault)
+        outcome, fault = self._written(value, fault)
         if fault is not None:
             step.faults.append(Fault(agent=agent_id, phase="repair", message=fault))
         if outcome is None:
@@ -656,6 +667,29 @@ class Negotiation:
             if tie:
                 step.ties.append(tie)
         step.accepted = self._leader == cand.id
+
+    def _written(self, value: object, fault: str | None) -> tuple[Outcome | None, str | None]:
+        """A proposal or repair as the protocol tables it: an outcome, a pass, or a fault
+        (an anchor's text; a text or id longer than :data:`MAX_FIELD_CHARS`, unless it is
+        a pool option's, which the problem gave)."""
+        outcome, fault = _outcome(value, fault)
+        if outcome is None:
+            return outcome, fault
+        for name, anchor in (("rejected", self._rejected), ("ideal", self._ideal)):
+            if outcome.text.strip() == anchor.text.strip():
+                return None, (
+                    f"the proposal is the text of the {name} anchor {anchor.id}; "
+                    "anchors are never candidates; not tabled"
+                )
+        if any(o.text == outcome.text for o in self._options):
+            return outcome, fault
+        for name, part in (("text", outcome.text), ("id", outcome.id or "")):
+            if len(part) > MAX_FIELD_CHARS:
+                return None, (
+                    f"the proposal's {name} is {len(part):,} characters long, over the "
+                    f"{MAX_FIELD_CHARS:,} one plan may hold; not tabled"
+                )
+        return outcome, None
 
     def _clears(self, cand: _Cand | None) -> bool:
         """Whether every covered agent really scored ``cand`` at or above the floor: a

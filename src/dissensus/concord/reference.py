@@ -35,12 +35,14 @@ from dissensus.errors import ConfigError, InputError
 __all__ = [
     "ref_accepts",
     "ref_bottleneck",
+    "ref_bottleneck_tie_notes",
     "ref_clears_floor",
     "ref_gain",
     "ref_in_range",
     "ref_ratio",
     "ref_rescale",
     "ref_select",
+    "ref_tie_notes",
 ]
 
 _DECIMALS = 12
@@ -139,6 +141,48 @@ def ref_select(
         if order > 0 or (order == 0 and clear is not None and clear[0] and not clear[1]):
             best_id, best_scores = cid, scores
     return best_id
+
+
+def ref_tie_notes(
+    candidates: Sequence[tuple[str, Sequence[float]]],
+    rule: str,
+    floor: float,
+    clears: Collection[str],
+) -> list[str]:
+    """The words a selection among ``candidates`` reports on a tie (none without one):
+    the candidates ranked level with the chosen one, in tabling order, and which of them
+    is chosen (the earliest clearing the floor when only some do, else the earliest)."""
+    chosen = ref_select(candidates, rule, floor, clears)
+    chosen_scores = next(s for cid, s in candidates if cid == chosen)
+    tied = [
+        cid
+        for cid, scores in candidates
+        if _better(rule, scores, chosen_scores, floor, (cid in clears, chosen in clears)) == 0
+    ]
+    if len(tied) < 2:
+        return []
+    listed = ", ".join(tied)
+    clearing = [cid for cid in tied if cid in clears]
+    if clearing and len(clearing) < len(tied):
+        return [
+            f"tie under {rule} between {listed}; {clearing[0]}, the earliest tabled "
+            "candidate that clears the floor for every agent, is chosen"
+        ]
+    return [f"tie under {rule} between {listed}; the earliest tabled candidate {tied[0]} is chosen"]
+
+
+def ref_bottleneck_tie_notes(scores: Mapping[str, float], order: Sequence[str]) -> list[str]:
+    """The words the bottleneck choice reports on a tie (none without one)."""
+
+    def level(value: float) -> float:
+        return -math.inf if math.isnan(value) else value
+
+    chosen = ref_bottleneck(scores, order)
+    low = level(scores[chosen])
+    tied = [a for a in order if a in scores and level(scores[a]) == low]
+    if len(tied) < 2:
+        return []
+    return [f"bottleneck tie between {', '.join(tied)} at {low:.4g}; {tied[0]} is listed first"]
 
 
 def ref_gain(leader_worst: float, new_worst: float) -> float:

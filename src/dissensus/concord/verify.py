@@ -20,7 +20,8 @@ stops at the first violated property, which it names:
    the anchors' range, the anchors are distinct and span a finite scale;
 5. ``worst_off``: every candidate's worst-off score over the covered set;
 6. ``selection``: replaying the run: the opening leader under the recorded rule, the
-   bottleneck of every repair round (with its tie-break), the author and round of every
+   bottleneck of every repair round (with its tie-break), every round's ``ties`` (the
+   ties its selections met, in the protocol's words, and no other), the author and round of every
    repair, and the final leader equal to ``selected``; every call the record shows
    answered in exactly one way (each opening proposer, every covered agent, and each
    round's bottleneck: a candidate, a pass note, a merge note naming a candidate tabled
@@ -94,17 +95,20 @@ from dissensus.concord.record import (
     CandidateRecord,
     Certificate,
     Evaluation,
+    Step,
     canonical_digest,
 )
 from dissensus.concord.reference import (
     ref_accepts,
     ref_bottleneck,
+    ref_bottleneck_tie_notes,
     ref_clears_floor,
     ref_gain,
     ref_in_range,
     ref_ratio,
     ref_rescale,
     ref_select,
+    ref_tie_notes,
 )
 from dissensus.concord.scale import check_anchors
 from dissensus.signing import signature_problem
@@ -388,6 +392,7 @@ def _check_replay(cert: Certificate) -> None:
     clearing = {c.id for c in cert.candidates if _clears(cert, c)}
     leader = ref_select(eligible, rule, floor, clearing) if eligible else None
     first = steps[0]
+    _expect_ties(first, ref_tie_notes(eligible, rule, floor, clearing) if eligible else [])
     if (first.improvement, first.bottleneck, first.candidate, first.accepted) != (None,) * 4:
         raise _fail("selection", "round 1 (the opening) records a repair")
     _expect_step(cert, 0, leader, vecs)
@@ -407,7 +412,9 @@ def _check_replay(cert: Certificate) -> None:
             raise _fail(
                 "stop", f"round {step.round} ran although leader {leader} cleared the floor"
             )
-        expected_b = ref_bottleneck(dict(zip(cert.covered, lead_vec, strict=True)), cert.covered)
+        standing = dict(zip(cert.covered, lead_vec, strict=True))
+        expected_b = ref_bottleneck(standing, cert.covered)
+        ties = ref_bottleneck_tie_notes(standing, cert.covered)
         if step.bottleneck != expected_b:
             raise _fail(
                 "selection", f"round {step.round}: bottleneck {step.bottleneck} != {expected_b}"
@@ -442,6 +449,8 @@ def _check_replay(cert: Certificate) -> None:
                     and ref_accepts(lead_worst, min(v), margin)
                 ]
                 new_leader = ref_select(qualified, rule, floor, clearing) if qualified else leader
+                if qualified:
+                    ties += ref_tie_notes(qualified, rule, floor, clearing)
                 if step.accepted != (new_leader == cand.id):
                     raise _fail(
                         "margin",
@@ -456,6 +465,7 @@ def _check_replay(cert: Certificate) -> None:
                             f"round {step.round}: replacement is not an improvement of at least {margin}",
                         )
                 leader = new_leader
+        _expect_ties(step, ties)
         _expect_step(cert, k, leader, vecs)
     _check_outcomes(cert)
     final = cert.selected.id if cert.selected else None
@@ -529,6 +539,16 @@ def _check_outcomes(cert: Certificate) -> None:
                     f"round {step.round}: the score faults of {agent} in the trajectory "
                     "do not match its faulted scores",
                 )
+
+
+def _expect_ties(step: Step, expected: list[str]) -> None:
+    """A round's recorded ties are the ones its selections met, in the words the
+    protocol reports them (the bottleneck's first, then the leader's)."""
+    if step.ties != expected:
+        raise _fail(
+            "selection",
+            f"round {step.round}: ties {step.ties} != recomputed {expected}",
+        )
 
 
 def _expect_step(
