@@ -375,3 +375,27 @@ def test_answers_and_gold_are_read_without_surrounding_whitespace(tmp_path: Path
     ]
     ignored = run("vote", str(padded), "--json")  # vote ignores the gold
     assert ignored.returncode == 0, ignored.stderr
+
+
+def test_a_calibration_of_another_panel_is_said_once(tmp_path: Path, labelled: Path) -> None:
+    """A calibration none of whose agents voted in a case (one fitted on another panel)
+    gave those voters its pooled reliability and its labels, silently: one warning counts
+    the cases and names the agents it measured; the exit code and decisions are kept."""
+    cal = tmp_path / "cal.json"
+    assert run("calibrate", str(labelled), "--out", str(cal)).returncode == 0
+    path = tmp_path / "v.jsonl"
+    lines = [
+        json.dumps({"id": "other", "votes": [_vote("x", "1"), _vote("y", "2")]}),
+        json.dumps({"id": "mine", "votes": [_vote("a", "yes"), _vote("z", "no")]}),
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    res = run("vote", str(path), "--calibration", str(cal), "--json")
+    assert res.returncode == 0, res.stderr
+    assert len(res.stdout.splitlines()) == 2
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, res.stderr
+    assert "1 of the 2 case(s) had no voter it measured" in warnings[0]
+    assert "'a', 'b', 'c'" in warnings[0]
+    path.write_text(lines[1] + "\n", encoding="utf-8")
+    mine = run("vote", str(path), "--calibration", str(cal))
+    assert mine.returncode == 0 and "warning" not in mine.stderr
