@@ -399,3 +399,24 @@ def test_a_calibration_of_another_panel_is_said_once(tmp_path: Path, labelled: P
     path.write_text(lines[1] + "\n", encoding="utf-8")
     mine = run("vote", str(path), "--calibration", str(cal))
     assert mine.returncode == 0 and "warning" not in mine.stderr
+
+
+@pytest.mark.parametrize("command", ["vote", "calibrate"])
+def test_a_case_over_the_record_bounds_is_a_reject_naming_its_field(
+    tmp_path: Path, command: str
+) -> None:
+    """vote and calibrate read their own subclass of a vote case, which skipped the bounds
+    of dissensus.io.limits: 3,000 voters were decided (seconds of pairwise work each) and
+    a 40,000-character source accepted. Both are now rejects naming the field; the good
+    lines are still read."""
+    good = {"id": "ok", "votes": [_vote("a", "x"), _vote("b", "y")], "gold": "x"}
+    many = {"id": "many", "votes": [_vote(f"a{i}", "x") for i in range(257)], "gold": "x"}
+    wide = {"id": "wide", "votes": [_vote("a", "x", "s" * 40_000), _vote("b", "x")], "gold": "x"}
+    path = tmp_path / "v.jsonl"
+    path.write_text("\n".join(json.dumps(c) for c in (good, many, wide)) + "\n")
+    res = run(command, str(path), "--json")
+    assert res.returncode == 3, res.stderr
+    assert "v.jsonl:2: field 'votes': 257 voters; at most 256 per case" in res.stderr
+    assert "v.jsonl:3: field 'votes.0.evidence_source'" in res.stderr
+    if command == "vote":
+        assert [json.loads(line)["id"] for line in res.stdout.splitlines()] == ["ok"]
