@@ -502,3 +502,34 @@ def test_calibrate_thresholds_counts_a_repeated_panel_once(tmp_path: Path) -> No
         "calibrating on the first only"
     )
     assert want.stderr == ""
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_decisions_that_differ_only_in_spelling_are_said_once(
+    tmp_path: Path, as_json: bool
+) -> None:
+    """A unanimous panel whose judges wrote 'remove', 'Remove ' and a full-width 'remove'
+    read as a disagreement and was escalated, with nothing said. The reading is unchanged
+    (a label is read as written), but one warning counts such panels and names the
+    first with its spellings."""
+    same = "the post targets a group"
+    rows = [
+        panel("plain", ("a", "keep", same), ("b", "keep", same)),
+        panel("case", ("a", "remove", same), ("b", "Remove ", same), ("c", "remove", same)),
+        panel("wide", ("a", "\uff52\uff45\uff4d\uff4f\uff56\uff45", same), ("b", "remove", same)),
+        panel("apart", ("a", "keep", same), ("b", "remove", same)),
+    ]
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    flags = ["--json"] if as_json else []
+    res = run("route", path, "--similarity", "tfidf", *flags)
+    assert res.returncode == 0, res.stderr
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, res.stderr
+    assert "2 panel(s) have decisions that differ only in case" in warnings[0]
+    assert "(first: line 2, panel 'case': 'Remove ', 'remove')" in warnings[0]
+    if as_json:
+        states = {r["id"]: r["state"] for r in map(json.loads, res.stdout.splitlines())}
+        assert states["case"] == "CD"  # read as written: the warning is what changed
+    path.write_text(json.dumps(rows[0]) + "\n" + json.dumps(rows[3]) + "\n", encoding="utf-8")
+    assert "warning" not in run("route", path, "--similarity", "tfidf", *flags).stderr

@@ -197,3 +197,22 @@ def test_agreement_weighted_equals_crowdkit_wawa(seed: int) -> None:
     clear = ~np.isclose(top[:, -1], top[:, -2])
     assert (answers[voted][clear] == their_labels[clear]).all()
     assert clear.mean() > 0.9
+
+
+def test_a_label_outside_the_classes_or_a_class_twice_is_named() -> None:
+    """encode_labels raised a bare KeyError for an answer missing from ``classes`` and
+    gave a class listed twice its later index; a float label matrix was a numpy casting
+    TypeError. Each is now an error naming the value."""
+    from dissensus.errors import ConfigError, InputError
+
+    with pytest.raises(InputError, match=r"rows\[1\]\[0\]: answer 'c' is not one of") as err:
+        encode_labels([["a", "b"], ["c", None]], classes=["a", "b"])
+    assert err.value.field == "rows.1.0"
+    with pytest.raises(ConfigError, match="classes lists 'a' twice"):
+        encode_labels([["a", "b"]], classes=["a", "b", "a"])
+    for bad in (np.array([[0.0, 1.0]]), np.array([[True, False]])):
+        with pytest.raises(InputError, match="integer array"):
+            majority_vote(bad, 2)
+    # Unsigned and narrower integer matrices are label matrices too.
+    answers, _ = majority_vote(np.array([[1, 1, 0]], dtype=np.uint8), 2)
+    assert answers.tolist() == [1]

@@ -375,3 +375,48 @@ def test_answers_and_gold_are_read_without_surrounding_whitespace(tmp_path: Path
     ]
     ignored = run("vote", str(padded), "--json")  # vote ignores the gold
     assert ignored.returncode == 0, ignored.stderr
+
+
+def test_a_calibration_of_another_panel_is_said_once(tmp_path: Path, labelled: Path) -> None:
+    """A calibration none of whose agents voted in a case (one fitted on another panel)
+    gave those voters its pooled reliability and its labels, silently: one warning counts
+    the cases and names the agents it measured; the exit code and decisions are kept."""
+    cal = tmp_path / "cal.json"
+    assert run("calibrate", str(labelled), "--out", str(cal)).returncode == 0
+    path = tmp_path / "v.jsonl"
+    lines = [
+        json.dumps({"id": "other", "votes": [_vote("x", "1"), _vote("y", "2")]}),
+        json.dumps({"id": "mine", "votes": [_vote("a", "yes"), _vote("z", "no")]}),
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    res = run("vote", str(path), "--calibration", str(cal), "--json")
+    assert res.returncode == 0, res.stderr
+    assert len(res.stdout.splitlines()) == 2
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, res.stderr
+    assert "1 of the 2 case(s) had no voter it measured" in warnings[0]
+    assert "'a', 'b', 'c'" in warnings[0]
+    path.write_text(lines[1] + "\n", encoding="utf-8")
+    mine = run("vote", str(path), "--calibration", str(cal))
+    assert mine.returncode == 0 and "warning" not in mine.stderr
+
+
+@pytest.mark.parametrize("command", ["vote", "calibrate"])
+def test_a_case_over_the_record_bounds_is_a_reject_naming_its_field(
+    tmp_path: Path, command: str
+) -> None:
+    """vote and calibrate read their own subclass of a vote case, which skipped the bounds
+    of dissensus.io.limits: 3,000 voters were decided (seconds of pairwise work each) and
+    a 40,000-character source accepted. Both are now rejects naming the field; the good
+    lines are still read."""
+    good = {"id": "ok", "votes": [_vote("a", "x"), _vote("b", "y")], "gold": "x"}
+    many = {"id": "many", "votes": [_vote(f"a{i}", "x") for i in range(257)], "gold": "x"}
+    wide = {"id": "wide", "votes": [_vote("a", "x", "s" * 40_000), _vote("b", "x")], "gold": "x"}
+    path = tmp_path / "v.jsonl"
+    path.write_text("\n".join(json.dumps(c) for c in (good, many, wide)) + "\n")
+    res = run(command, str(path), "--json")
+    assert res.returncode == 3, res.stderr
+    assert "v.jsonl:2: field 'votes': 257 voters; at most 256 per case" in res.stderr
+    assert "v.jsonl:3: field 'votes.0.evidence_source'" in res.stderr
+    if command == "vote":
+        assert [json.loads(line)["id"] for line in res.stdout.splitlines()] == ["ok"]

@@ -296,3 +296,30 @@ def test_a_name_spelt_with_invisible_characters_is_the_same_name(
             want.confidence,
             want.refusal,
         )
+
+
+@given(
+    st.sampled_from(["", " ", "\u200b", "\ufe0f"]),
+    st.sampled_from(["", "  ", "\u200b\u200b"]),
+)
+def test_a_blank_family_names_no_shared_cause(first: str, second: str) -> None:
+    """Two voters whose family is blank (or invisible only) were taken for one family:
+    their unmeasured error correlation was the shared prior (0.8), so n_eff and the
+    confidence fell as for clones. A blank family names none: they are two voters of
+    unknown families, as with no family at all."""
+
+    def vote(agent: str, family: str | None) -> Vote:
+        return Vote(
+            agent=agent,
+            answer="x",
+            evidence_source="parametric",
+            evidence_present=False,
+            family=family,
+        )
+
+    blank = [vote("a", first), vote("b", second)]
+    unknown = [vote("a", None), vote("b", None)]
+    assert not share_cause(blank[0], blank[1])
+    d, e = guard_votes(blank), guard_votes(unknown)
+    assert (d.n_eff, d.confidence) == (e.n_eff, e.confidence)
+    assert share_cause(vote("a", "OpenAI"), vote("b", "gpt-4o"))

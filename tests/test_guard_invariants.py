@@ -406,8 +406,8 @@ def test_a_min_sources_below_two_still_needs_two_sources(
 
 @st.composite
 def evidenced_votes(draw: st.DrawFn) -> list[Vote]:
-    """Votes that all had evidence, from at least two document sources: invariants 1 and 2
-    hold."""
+    """Votes that all had evidence, from at least two document sources and not all of one
+    declared family (agent0 declares none): invariants 1 and 2 hold."""
     n = draw(st.integers(2, 7))
     sources = draw(st.lists(st.sampled_from(sorted(EVIDENCE)), min_size=n, max_size=n))
     if len(set(sources)) < 2:
@@ -418,7 +418,7 @@ def evidenced_votes(draw: st.DrawFn) -> list[Vote]:
             answer=draw(st.sampled_from(ANSWERS)),
             evidence_source=source,
             evidence_present=True,
-            family=draw(st.sampled_from(FAMILIES)),
+            family=None if i == 0 else draw(st.sampled_from(FAMILIES)),
         )
         for i, source in enumerate(sources)
     ]
@@ -630,3 +630,42 @@ def test_beta_zero_needs_no_measured_beta_star(votes: list[Vote], which: int, ca
     if d.invariants[0].holds and d.invariants[1].holds:
         assert d.mode == "majority" and d.verifier is None, d.reason
     assert d.refusal is None
+
+
+@given(
+    st.lists(
+        st.sampled_from(["gpt-4o", "GPT-4o-mini", "OpenAI", "openai\u200b"]), min_size=2, max_size=5
+    ),
+    st.lists(st.sampled_from(ANSWERS), min_size=5, max_size=5),
+    st.floats(0.01, 10.0),
+)
+def test_voters_with_evidence_all_of_one_model_are_not_independent(
+    families: list[str], answers: list[str], beta: float
+) -> None:
+    """Distinct indices read by one model family are downstream of one model: invariant 1
+    fails however many sources they name, and no consensus weight is given."""
+    cal = CALIBRATIONS[0]
+    votes = [
+        Vote(
+            agent=f"agent{i}",
+            answer=answers[i],
+            evidence_source=f"index{i}",
+            evidence_present=True,
+            family=family,
+        )
+        for i, family in enumerate(families)
+    ]
+    d = guard_votes(votes, cal, beta=beta)
+    assert not d.weighted and d.mode in ("majority", "verifier")
+    assert d.refusal is not None and d.refusal.invariant == 1
+    assert d.refusal.figures["family"] == "openai"
+    assert d.refusal.figures["independent_sources"] == len(families)
+    # One voter of another family, or one that declares none, makes it auditable again.
+    for other in ("Meta", None):
+        mixed = [
+            *votes,
+            Vote(
+                agent="x", answer="a", evidence_source="wiki", evidence_present=True, family=other
+            ),
+        ]
+        assert guard_votes(mixed, cal, beta=beta).invariants[0].holds

@@ -623,3 +623,36 @@ def test_in_over_case_metadata_never_raises(a: object, m: object) -> None:
         assert r.rule == "tie-in"  # the list `tie` is no key: `not in` holds
     assert parse_condition("meta.a in meta.m").holds({"meta": {"a": a, "m": m}}) in (True, False)
     assert parse_condition("meta.a in meta.m").holds({"meta": {"a": [1], "m": {"x": 1}}}) is False
+
+
+@pytest.mark.parametrize(
+    ("text", "write"),
+    [
+        ("decision == 1", '"1"'),
+        ("decision != 2.0", '"2"'),
+        ('decision in ["1", 2]', '"2"'),
+        ("1 == decision", '"1"'),
+        ("1 in tie", '"1"'),
+        ("state == true", '"true"'),
+        ("agreement >= 0.8 and decision == 1", '"1"'),
+    ],
+)
+def test_a_number_compared_with_a_label_is_refused_naming_the_string(
+    text: str, write: str, tmp_path: Path
+) -> None:
+    """Decisions are labels, read as text (a decision 1 is "1"), so `decision == 1` never
+    held: on the LLMBar panels (decisions "1" and "2") such a rule never fired, with
+    nothing said. It is now refused at load, naming the file, the field and the string."""
+    with pytest.raises(ConfigError, match=f"write {write}, not"):
+        parse_condition(text)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        f"rules:\n  - id: r\n    condition: '{text}'\n    action: escalate\n    priority: 10\n"
+    )
+    with pytest.raises(ConfigError, match=r"rules\.yaml.*rules\.0\.condition"):
+        RuleSet.load(rules)
+    # The same tests written with strings, and numbers against numbers, are conditions.
+    fixed = text.replace("2.0", '"2"').replace("2]", '"2"]').replace("true", '"true"')
+    fixed = fixed.replace("== 1", '== "1"').replace("1 ==", '"1" ==').replace("1 in", '"1" in')
+    parse_condition(fixed)
+    parse_condition("agreement == 1 and agents in [3, 5] and abstentions != 0")

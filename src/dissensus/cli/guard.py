@@ -25,6 +25,10 @@ Choices this module makes:
   ``votes.N.answer``, as an empty one does. So does a blank gold for ``calibrate``;
   ``vote`` ignores the gold, blank or not. Only this command's input is read so: a
   panel's decisions, which the guard votes with in ``decide``, are read as they are.
+* A ``--calibration`` none of whose agents voted in a case (the calibration of another
+  panel) is a warning at the end, one line counting such cases and naming the agents
+  it measured, not an error: those cases were decided with its pooled reliability and
+  prior correlations, as documented for an unmeasured voter.
 * A ``--verifier`` that no voter of any decided case has is a warning at the end, one
   line naming the closest agent id (a case-only difference first), not an error: the
   cases were decided as the guard decides without a verifier who voted, and which
@@ -142,6 +146,24 @@ def _no_verifier_voted(verifier: str, cases: int, agents: Counter[str]) -> None:
     err_console.print(
         f"warning: --verifier {quoted(verifier)} voted in none of the {cases} case(s): "
         f"no case had its veto{hint}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _no_voter_measured(path: str, unmeasured: int, cases: int, cal: ReliabilityFit) -> None:
+    """Say that ``unmeasured`` of the ``cases`` decided had no voter the calibration
+    measured (a calibration of another panel): their voters got its pooled reliability,
+    no measured correlation, and its labels were counted among their possible answers."""
+    names = ", ".join(quoted(a.agent) for a in cal.agents[:5])
+    more = f" and {len(cal.agents) - 5} more" if len(cal.agents) > 5 else ""
+    err_console.print(
+        f"warning: --calibration {quoted(path)}: {unmeasured} of the {cases} case(s) had no "
+        f"voter it measured (it measured {names or 'no agent'}{more}): their voters got "
+        f"its pooled reliability {cal.pooled_reliability:.3f} and prior correlations, "
+        "and its labels were counted among their possible answers; is it the calibration "
+        "of this panel?",
         markup=False,
         highlight=False,
         soft_wrap=True,
@@ -378,6 +400,8 @@ def vote_command(
     decisions: list[GuardDecision] = []
     modes: Counter[str] = Counter()
     agents: Counter[str] = Counter()  # every voter's agent id, for a --verifier none had
+    measured = {a.agent for a in cal.agents} if cal is not None else set()
+    unmeasured = 0  # cases none of whose voters the calibration measured
     with open_input(votes) as handle, reject_sink(rejects) as sink:
         # Streamed: with --json memory does not grow with the number of cases.
         cases = read_numbered_models(_CaseInput, handle, file=votes)
@@ -393,6 +417,8 @@ def vote_command(
             except CorrelatedConsensusError as exc:
                 raise CorrelatedConsensusError(f"case {item.id!r}: {exc}", exc.decision) from exc
             modes[d.mode] += 1
+            if cal is not None and measured.isdisjoint([v.agent for v in item.votes]):
+                unmeasured += 1
             if verifier is not None:
                 agents.update(v.agent for v in item.votes)
             if json_out:
@@ -404,6 +430,8 @@ def vote_command(
                 decisions.append(d)
     if verifier is not None and modes and verifier not in agents:
         _no_verifier_voted(verifier, sum(modes.values()), agents)
+    if cal is not None and calibration is not None and unmeasured:
+        _no_voter_measured(calibration, unmeasured, sum(modes.values()), cal)
     if not json_out:
         table = Table(title=f"Guarded decisions ({len(decisions)} cases)")
         for col in ("id", "answer", "confidence", "mode", "weighted", "refusal", "n_eff"):

@@ -25,6 +25,11 @@ Choices this module makes:
 * Both open their input before ``--rejects`` (:func:`~dissensus.cli.common.open_input`):
   an input refused whole (gzip or UTF-16 piped in, or from a named pipe) leaves the
   rejects file of an earlier run as it was.
+* ``route`` reads a panel's decisions as they are written (a label it cannot know is
+  the same is a different decision), but says once, at the end, how many panels have
+  decisions that differ only in case, surrounding whitespace or Unicode form
+  (``remove``, ``Remove ``), naming the first: such a panel reads as a disagreement.
+  With ``--engine ray`` the workers read the panels and nothing is said.
 * ``--engine ray`` reads a named pipe as it reads standard input: this process reads it
   whole and sends the lines to the workers (a pipe can be read once, by one reader); a
   regular file is read by the workers themselves.
@@ -302,6 +307,7 @@ def route_command(
     backend = _backend(similarity, no_cache, allow_code)
     thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
     handle: IO[str] | None = None
+    alike = _LookAlikeDecisions()
     # Everything alive now (modules, schemas, rules) lives until exit: moving it out of
     # the collector's reach makes the per-batch garbage collections cheap (~25% faster).
     gc.freeze()
@@ -341,7 +347,7 @@ def route_command(
         else:
             assert source is not None
             tally = route_stream(
-                _panels(source, panels, sink),
+                alike.panels(_panels(source, panels, sink)),
                 backend,
                 thresholds,
                 ruleset,
@@ -352,6 +358,7 @@ def route_command(
                 numbered=True,
             )
         rejected = sink.count
+    alike.warn(panels)
     if not json_out:
         _print_human(tally, rejected, thresholds, backend.name)
     raise typer.Exit(code=exit_for(rejected))
@@ -450,6 +457,50 @@ class _FirstOfEachId:
                 highlight=False,
                 soft_wrap=True,
             )
+
+
+class _LookAlikeDecisions:
+    """Counts the panels two of whose decisions differ only in case, surrounding
+    whitespace or Unicode form (``remove``, ``Remove``, ``remove ``, ``ｒｅｍｏｖｅ``): the
+    reading counts them as different decisions, as it must a label it cannot know is the
+    same, so a unanimous panel reads as a disagreement. One warning names the first."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: tuple[int, str, list[str]] | None = None
+
+    def panels(self, numbered: Iterator[tuple[int, PanelLike]]) -> Iterator[tuple[int, PanelLike]]:
+        for number, panel in numbered:
+            decisions = {o.decision for o in panel.outputs if o.decision is not None}
+            if len(decisions) > 1:
+                self._check(number, panel.id, decisions)
+            yield number, panel
+
+    def _check(self, number: int, panel_id: str, decisions: set[str]) -> None:
+        from dissensus.families import comparable_name
+
+        forms: dict[str, list[str]] = {}
+        for decision in decisions:
+            forms.setdefault(comparable_name(decision).casefold().strip(), []).append(decision)
+        alike = [sorted(group) for group in forms.values() if len(group) > 1]
+        if alike:
+            self.count += 1
+            if self.first is None:
+                self.first = (number, panel_id, min(alike))
+
+    def warn(self, path: str) -> None:
+        if self.first is None:
+            return
+        number, panel_id, spellings = self.first
+        err_console.print(
+            f"warning: {path}: {self.count} panel(s) have decisions that differ only in "
+            "case, surrounding whitespace or Unicode form, read as different decisions "
+            f"(first: line {number}, panel {quoted(panel_id)}: "
+            f"{', '.join(quoted(s) for s in spellings)}); write each decision one way",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _chain(first: list[PanelLike], rest: Iterator[PanelLike]) -> Iterator[PanelLike]:

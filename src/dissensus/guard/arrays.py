@@ -17,6 +17,11 @@ Choices this module makes:
   ``(votes for i's answer - 1) / (voters on the case - 1)``; it is 0 for a lone voter.
 * Consensus weighting is ``w_i = exp(beta * agreement_i)``; the stated confidence is the
   winning answer's share of the total weight, as the study's adjudicator reports it.
+* A label matrix that is not a 2-D integer array, an answer that is not among the
+  ``classes`` given to :func:`encode_labels`, or ``classes`` listing one twice, is an
+  :class:`~dissensus.errors.InputError` (or :class:`~dissensus.errors.ConfigError`)
+  naming it, never a ``KeyError``, a numpy casting ``TypeError`` or a silently wrong
+  index.
 * An optional ``mask`` restricts which votes carry consensus weight (the guard passes the
   evidence-present votes so that fallback agreement is never turned into weight); votes
   outside the mask keep weight 1 and do not count toward anyone's agreement.
@@ -69,18 +74,32 @@ def encode_labels(
     if classes is None:
         classes = sorted({a for row in rows for a in row if a is not None})
     index = {c: i for i, c in enumerate(classes)}
+    if len(index) != len(classes):
+        twice = next(c for i, c in enumerate(classes) if index[c] != i)
+        raise ConfigError(f"classes lists {twice!r} twice", field="classes")
     width = max((len(r) for r in rows), default=0)
     out = np.full((len(rows), width), MISSING, dtype=np.int64)
     for i, row in enumerate(rows):
         for j, answer in enumerate(row):
             if answer is not None:
-                out[i, j] = index[answer]
+                found = index.get(answer)
+                if found is None:
+                    error = InputError(
+                        f"rows[{i}][{j}]: answer {answer!r} is not one of the classes given"
+                    )
+                    error.field = f"rows.{i}.{j}"
+                    raise error
+                out[i, j] = found
     return out, list(classes)
 
 
 def _check(labels: IntArray, n_classes: int) -> None:
-    if labels.ndim != 2:
+    if not isinstance(labels, np.ndarray) or labels.ndim != 2:
         raise InputError("labels must be a 2-D (cases, voters) array")
+    if labels.dtype.kind not in "iu":
+        raise InputError(
+            f"labels must be an integer array of class indices (got dtype {labels.dtype})"
+        )
     if n_classes < 1:
         raise ConfigError("n_classes must be at least 1", field="n_classes")
     if labels.size and (labels.max() >= n_classes or labels.min() < MISSING):

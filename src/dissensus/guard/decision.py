@@ -20,7 +20,9 @@ verifier   an invariant failed and a single verifier is named (or recommended by
 The invariants, each reported with its figures whether it holds or not:
 
 1. *evidence independence is auditable*: at least ``min_sources`` (2) distinct,
-   non-parametric evidence sources among the voters that had evidence;
+   non-parametric evidence sources among the voters that had evidence, and those voters
+   not all of one declared model family (the study's "not all downstream of one
+   model");
 2. *agreement is decomposed from availability*: fallback agreement (largest one-answer
    share among voters without evidence) below ``max_fallback_agreement`` (0.85, the
    seed's default);
@@ -51,6 +53,9 @@ Choices this module makes:
   by unweighted majority, or by the verifier when invariant 1 or 2 failed (a verifier is
   the fallback of a failed invariant, never consulted while all three hold): a
   calibration that measured beta* = 0 no longer sends a beta-0 case to its verifier.
+* Invariant 1 reads a model family only when every voter that had evidence declares
+  one: all of one family fails it (figure ``family``), and a voter without a declared
+  family keeps the check to the sources, as before families were read.
 * One agent, one vote: votes are a sequence of :class:`~dissensus.types.Vote` whose
   agents are distinct (as :class:`~dissensus.types.VoteCase` and a panel require); an
   agent voting twice, or anything that is not a vote, is an :class:`InputError` naming
@@ -81,6 +86,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.errors import ConfigError, InputError
+from dissensus.families import canonical_family
 from dissensus.guard.arrays import consensus_weighted_vote
 from dissensus.guard.confidence import PriorSettings, posterior
 from dissensus.guard.errors import CorrelatedConsensusError
@@ -245,6 +251,22 @@ def _decision(values: dict[str, Any]) -> GuardDecision:
 _DECISION_FIELDS = tuple(GuardDecision.model_fields)
 
 
+def _one_model(votes: Sequence[Vote]) -> tuple[str, int] | None:
+    """``(family, voters)`` when every voter that had evidence declares a model family and
+    they all declare the same one (compared as :func:`canonical_family` sees them), else
+    ``None``: their sources are all read by one model."""
+    family: str | None = None
+    count = 0
+    for v in votes:
+        if not has_evidence(v):
+            continue
+        own = canonical_family(v.family) if v.family is not None else None
+        if not own or (family is not None and own != family):
+            return None
+        family, count = own, count + 1
+    return (family, count) if family is not None and count >= 2 else None
+
+
 def _check_sources(votes: Sequence[Vote], settings: GuardThresholds) -> InvariantCheck:
     sources = independent_sources(votes)
     need = max(settings.min_sources, 2)
@@ -253,17 +275,23 @@ def _check_sources(votes: Sequence[Vote], settings: GuardThresholds) -> Invarian
         f"{len(sources)} independent evidence source(s) among voters with evidence (need {need})"
         + ("" if holds else ": agreement is not evidence")
     )
-    return _check(
-        1,
-        "evidence independence is auditable",
-        holds,
-        msg,
-        {
-            "independent_sources": len(sources),
-            "required": need,
-            "sources": ",".join(sources),
-        },
-    )
+    figures: dict[str, Figure] = {
+        "independent_sources": len(sources),
+        "required": need,
+        "sources": ",".join(sources),
+    }
+    one_model = _one_model(votes) if holds else None
+    if one_model is not None:
+        # The study's invariant 1: the sources must not all be downstream of one model.
+        holds = False
+        family, count = one_model
+        msg = (
+            f"{len(sources)} evidence source(s) among voters with evidence, but all {count} "
+            f"of those voters are of one model family ({family}): their sources are read by "
+            "one model, agreement is not evidence"
+        )
+        figures["family"] = family
+    return _check(1, "evidence independence is auditable", holds, msg, figures)
 
 
 def _check_fallback(votes: Sequence[Vote], settings: GuardThresholds) -> InvariantCheck:

@@ -19,7 +19,8 @@ Choices this module makes:
   their own rule (:func:`dissensus.families.canonical_family`), which also maps a model
   name to its vendor; a source is never mapped (``gpt-index`` is an index, not OpenAI).
   A source that is blank in that form names nothing: it is no evidence.
-* Two voters share a latent cause when they name the same model family, or the same
+* Two voters share a latent cause when they name the same model family (a blank one,
+  or one of invisible characters only, names none), or the same
   evidence source other than the bare ``parametric`` token or a blank one
   (``parametric:OpenAI`` is one family's memory, so it is shared; bare ``parametric``
   says nothing about whose).
@@ -83,7 +84,8 @@ def independent_sources(votes: Sequence[Vote]) -> list[str]:
 
 def share_cause(a: Vote, b: Vote) -> bool:
     """Whether two voters share a latent cause by their declared provenance."""
-    if a.family is not None and canonical_family(a.family) == canonical_family(b.family):
+    family = canonical_family(a.family) if a.family is not None else None
+    if family and family == canonical_family(b.family):
         return True
     source = canonical_source(a.evidence_source)
     return source == canonical_source(b.evidence_source) and source not in ("", "parametric")

@@ -132,6 +132,9 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _VALIDATE_JSON: frozenset[type[BaseModel]] = frozenset({Panel, VoteCase})
 """Models whose own validation refuses every non-finite number (see the fast path)."""
 
+_BOUNDED = (Panel, VoteCase)
+"""Models (and their subclasses) whose records are held to :mod:`dissensus.io.limits`."""
+
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
 
@@ -309,7 +312,9 @@ def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject
     if len(raw) > MAX_LINE_CHARS:
         return overlong(raw, file=file, line=line)
     parsed = _parse_tiers(model, raw, file=file, line=line)
-    if model in _VALIDATE_JSON and not isinstance(parsed, Reject):
+    # A command's own reading of a panel or a vote case (``vote`` reads a subclass that
+    # strips answers) is bounded as the model itself is.
+    if issubclass(model, _BOUNDED) and not isinstance(parsed, Reject):
         return bounded(parsed, raw, file=file, line=line)
     return parsed
 

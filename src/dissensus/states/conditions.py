@@ -25,6 +25,10 @@ Choices this module makes:
   mapping and ``x`` a list or a mapping (no key is one): a case's metadata is the
   caller's data, and ``tie in meta.m`` or ``meta.a in meta.m`` over a ``meta.m`` object
   is a test that fails, never a ``TypeError`` out of routing.
+* ``decision``, ``state`` and ``tie`` hold labels, which are text (a panel's decision
+  ``1`` is read as ``"1"``): comparing one with a number or a boolean for equality or
+  membership (``decision == 1``, ``decision in [1, 2]``, ``1 in tie``) could never hold,
+  so it is refused at load, naming the field and the string to write instead.
 * Whether two conditions can hold together is decided in
   :mod:`dissensus.states.exclusive`.
 * Nesting is capped at 100 levels (``_MAX_DEPTH``), counted over the parsed
@@ -41,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dissensus.errors import ConfigError
+from dissensus.types import normalise_label
 
 __all__ = ["NAMES", "Condition", "Node", "comparable", "compare", "parse_condition"]
 
@@ -150,6 +155,16 @@ def _depth(tree: ast.AST) -> int:
     return deepest
 
 
+_LABEL_NAMES = frozenset({("decision",), ("state",), ("tie",)})
+"""Names whose values are labels (text) or lists of labels: a number or a boolean never
+equals one."""
+
+
+def _literal(value: object) -> str:
+    """A literal as a condition writes it (``true``, ``1.5``)."""
+    return ("true" if value else "false") if isinstance(value, bool) else repr(value)
+
+
 class _Parser:
     def __init__(self, text: str, where: str, file: str | None) -> None:
         self.text = text
@@ -207,8 +222,32 @@ class _Parser:
                 raise self.fail(f"'{op}' needs a list, a string or a name on its right")
             if op in _FLIP and isinstance(left, Lit) and isinstance(right, Var):
                 left, right, op = right, left, _FLIP[op]
+            self.check_label(left, op, right)
             atoms.append(Cmp(op, left, right))
         return atoms[0] if len(atoms) == 1 else And(tuple(atoms))
+
+    def check_label(self, left: Term, op: str, right: Term) -> None:
+        """Refuse a number or boolean compared with a label (``decision == 1``, ``1 in
+        tie``): labels are text (a decision ``1`` is read as ``"1"``), so the test could
+        never hold, and the rule would never fire, with nothing said."""
+        values: tuple[object, ...]
+        if isinstance(left, Var) and left.path in _LABEL_NAMES and op in ("==", "!="):
+            values = (right.value,) if isinstance(right, Lit) else ()
+        elif isinstance(left, Var) and left.path in _LABEL_NAMES and op in ("in", "not in"):
+            values = right.values if isinstance(right, ListLit) else ()
+        elif isinstance(right, Var) and right.path == ("tie",) and op in ("in", "not in"):
+            values = (left.value,) if isinstance(left, Lit) else ()
+        else:
+            return
+        for value in values:
+            if isinstance(value, int | float):  # bool too
+                name = (left if isinstance(left, Var) else right).path[0]  # type: ignore[union-attr]
+                label = normalise_label(value)
+                raise self.fail(
+                    f'{name!r} holds labels, which are text: write "{label}", not '
+                    f"{_literal(value)} (a decision {_literal(value)} is read as "
+                    f'"{label}"), or the test never holds'
+                )
 
     def term(self, n: ast.expr) -> Term:
         if isinstance(n, ast.Constant):
