@@ -55,7 +55,10 @@ def test_sighup_during_decide_says_how_to_resume_and_leaves_no_temporary_file(
     )
     assert proc.returncode == 130, proc.stderr
     journal = tmp_path / "j.sqlite"
-    expected = f"interrupted: resume with dissensus runs resume R --journal {journal}"
+    out = tmp_path / "out" / "o.jsonl"
+    expected = (
+        f"interrupted: resume with dissensus runs resume R --journal {journal} --output {out}"
+    )
     assert proc.stderr.strip().splitlines()[-1] == expected
     assert "Traceback" not in proc.stderr
     assert os.listdir(tmp_path / "out") == []

@@ -123,6 +123,7 @@ def test_three_sigterms_in_a_row_stop_a_run_with_one_line(
             assert code == 130, (first, err)
             resume = (
                 f"interrupted: resume with dissensus runs resume {run_id} --journal {journal.path}"
+                f" --output {out}"
             )
             assert lines == [resume], (first, err)
             assert journal.verify(run_id).ok, first
@@ -158,8 +159,8 @@ def test_a_signal_after_the_resume_line_does_not_say_it_again(
 
     said = decide.said_interrupted
 
-    def said_then_signalled(journal: Journal, run_id: str) -> int:
-        code = said(journal, run_id)
+    def said_then_signalled(journal: Journal, run_id: str, output: str | None = None) -> int:
+        code = said(journal, run_id, output)
         signal.raise_signal(signal.SIGTERM)
         return code
 

@@ -121,6 +121,7 @@ def test_sigterm_anywhere_in_a_run_stops_it_with_one_line(
             assert code == 130, (n, err)
             resume = (
                 f"interrupted: resume with dissensus runs resume {run_id} --journal {journal.path}"
+                f" --output {out}"
             )
             assert err.strip().splitlines()[-1] == resume, n
             assert all(line.startswith("rejected") for line in err.strip().splitlines()[:-1])

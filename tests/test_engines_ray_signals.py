@@ -73,7 +73,8 @@ def test_a_signal_stops_a_ray_decide_with_the_resume_line(
             proc.communicate()
     err = raw.decode("utf-8", "replace")
     assert proc.returncode == 130, err[-3000:]
-    resume = f"interrupted: resume with dissensus runs resume R --journal {journal}"
+    out = tmp_path / "out.jsonl"
+    resume = f"interrupted: resume with dissensus runs resume R --journal {journal} --output {out}"
     assert err.strip().splitlines()[-1] == resume, err[-3000:]
     assert "Traceback" not in err and "SIGTERM received" not in err  # Ray's crash report
     with Journal(journal) as j:

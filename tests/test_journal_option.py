@@ -166,3 +166,43 @@ def test_a_hash_in_a_query_password_is_masked_whole() -> None:
     assert shown.endswith("?password=***&sslmode=require")
     said = scrub_secrets(f"connection failed: password s3cr#tP4ss for {url}", url)
     assert "s3cr" not in said and "tP4ss" not in said
+
+
+def test_a_deadlines_resume_command_names_its_output_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run writing into ``--output`` names that file in the command that finishes it:
+    copied as shown, the command writes every record there (without it, the resumed run
+    printed a table, and the file kept only the records of before the stop)."""
+    from pipeline_cases import panel, write_jsonl
+
+    monkeypatch.delenv("DISSENSUS_JOURNAL", raising=False)
+    path, out = tmp_path / "j.sqlite", tmp_path / "it's out.jsonl"
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(2000)])
+    res = cli("decide", inp, "--similarity", "tfidf", "--deadline", "0.001", "--output", out,
+              "--journal", path, "--run-id", "D")  # fmt: skip
+    assert res.code == 1, res.err
+    command = res.err.strip().splitlines()[-1].split("finish it with: ", 1)[1]
+    words = shlex.split(command)
+    assert words == ["dissensus", "runs", "resume", "D", "--journal", str(path), "--output", str(out)]  # fmt: skip
+    assert cli(*words[1:]).code == 0
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 2000
+
+
+def test_an_interrupts_resume_command_names_its_output_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dissensus.cli.decide import said_interrupted
+
+    monkeypatch.delenv("DISSENSUS_JOURNAL", raising=False)
+    monkeypatch.setattr("dissensus.cli.decide.INTERRUPT_SAID", [])  # no state left behind
+    path = tmp_path / "j.sqlite"
+    with Journal(str(path)) as journal:
+        assert said_interrupted(journal, "R", str(tmp_path / "o 1.jsonl")) == 130
+        said_interrupted(journal, "R")
+    first, second = capsys.readouterr().err.splitlines()
+    resume = ["dissensus", "runs", "resume", "R", "--journal", str(path)]
+    assert shlex.split(first.split("resume with ", 1)[1]) == [
+        *resume, "--output", str(tmp_path / "o 1.jsonl")
+    ]  # fmt: skip
+    assert shlex.split(second.split("resume with ", 1)[1]) == resume

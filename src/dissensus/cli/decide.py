@@ -21,7 +21,10 @@ Choices this module makes:
   model. Any failure is one line and exit 2, and no run is created, so a run is never
   left incomplete by its own configuration.
 * SIGINT, SIGTERM and SIGHUP stop ``decide`` and ``runs resume`` at once (also while
-  embedding): the message names the resume command and the exit code is 130. Every
+  embedding): the message names the resume command and the exit code is 130. The
+  command names the run's ``--output`` file when it had one (as the line of a
+  ``--deadline`` does), so that, copied as shown, it writes every record there; without
+  it the resumed run printed a table, and the file kept the records of before the stop. Every
   journalled step stays; the resumed run ends with the records of an uninterrupted one.
   The message is the only line, wherever the signal arrives: while the run's event
   loop runs, the loop raises the interrupt between two of its steps, so no task is cut
@@ -88,6 +91,7 @@ Choices this module makes:
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import suppress
@@ -350,10 +354,22 @@ WorkersOpt = Annotated[
 ]
 
 
-def said_interrupted(journal: Journal, run_id: str) -> int:
-    """Name the resume command of the interrupted run ``run_id``; the exit code."""
+def output_option(output: str | None) -> str:
+    """`` --output FILE`` (shell-quoted) of a resume command, for a run that wrote its
+    records into ``FILE``: without it the command shown resumes into a table on the
+    terminal, and ``FILE`` never gets the records it was asked for; empty otherwise.
+    ``--output -`` (the records on standard output) is named too: it is ``--json``."""
+    if output is None:
+        return ""
+    return " --output " + shlex.quote(shown(output))
+
+
+def said_interrupted(journal: Journal, run_id: str, output: str | None = None) -> int:
+    """Name the resume command of the interrupted run ``run_id`` (with its ``--output``
+    file, as :func:`output_option` words it); the exit code."""
     sys.stderr.write(
-        f"interrupted: resume with dissensus runs resume {run_id}{journal_option(journal.path)}\n"
+        "interrupted: resume with dissensus runs resume "
+        f"{run_id}{journal_option(journal.path)}{output_option(output)}\n"
     )
     sys.stderr.flush()
     INTERRUPT_SAID.append(True)
@@ -453,16 +469,20 @@ def run_and_report(
 
             asyncio.run(decided())
     except Interrupted:
-        return said_interrupted(journal, run_id)
+        return said_interrupted(journal, run_id, output)
     except OutputWriteError as exc:
         return _said_unwritten(exc, journal, run_id)
-    except DeadlineReached:
+    except DeadlineReached as exc:
         # The cases finished before the deadline are shown as a finished run's are (the
         # JSONL has them already); the error line that follows names the resume command.
         if not json_out and tally.n:
             with suppress(OutputWriteError):
                 print_summary(tally, sink.count, run_id, journal.path, len(duplicates))
-        raise
+        if output is None:
+            raise
+        # The records so far are in the output file: the command that finishes the run
+        # writes them all there again, as the interrupt's line says it.
+        raise DeadlineReached(f"{exc}{output_option(output)}") from None
     except BrokenPipeError:
         # Standard output was closed (``| head -1``): exit 0 as for every command, but the
         # run stopped with it, so the line that finishes it is not left unsaid.
@@ -691,5 +711,7 @@ def decide_cmd(
             )
         except KeyboardInterrupt:  # a signal after the run began, before it is decided
             # (once: a signal after the run said it stopped only ends the command)
-            code = EXIT_INTERRUPTED if INTERRUPT_SAID else said_interrupted(store, info.run_id)
+            code = (
+                EXIT_INTERRUPTED if INTERRUPT_SAID else said_interrupted(store, info.run_id, output)
+            )
     raise typer.Exit(code=code)

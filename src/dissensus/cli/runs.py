@@ -576,5 +576,5 @@ def _resume(
             )
         except KeyboardInterrupt:  # a signal before the run's loop took it over (or
             # after it said it stopped: said once)
-            code = EXIT_INTERRUPTED if INTERRUPT_SAID else said_interrupted(store, run_id)
+            code = EXIT_INTERRUPTED if INTERRUPT_SAID else said_interrupted(store, run_id, output)
     return code
