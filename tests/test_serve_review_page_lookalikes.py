@@ -133,3 +133,36 @@ async def test_lookalike_options_and_agents_are_shown_apart_and_post_their_ids(
         assert resolved is not None
         assert resolved.payload["decision"] == SUGGESTED  # the suggestion, not an override
         assert resolved.payload.get("outside_options") in (None, False)
+
+
+async def test_decisions_that_differ_only_by_blank_ends_are_shown_apart(tmp_path: Path) -> None:
+    """``yes`` and ``yes `` (a trailing space), a decision of two spaces and ``yes`` split
+    by a no-break space read alike (or as nothing) where whitespace shows as nothing:
+    each shows its blanks escaped (``yes\\x20``, ``\\x20\\x20``, ``yes\\xa0no``) in the
+    options, the plain-words split and the positions, and each radio still posts its id."""
+    decisions = ["yes", "yes", "yes ", "  ", "yes\u00a0no", "yes no"]
+    row = {
+        "id": "blank-ends",
+        "meta": {"question": "Approve?"},
+        "outputs": [
+            {"agent": f"a{i}", "decision": d, "reasoning": "r", "family": f"f{i}"}
+            for i, d in enumerate(decisions)
+        ],
+    }
+    async with client_for(settings(tmp_path)) as client:
+        run = (await client.post("/v1/decide", json=[row], headers=auth("sub"))).json()
+        (record,) = run["records"]
+        assert record["action"] == "escalate", record
+        await login(client, "rev")
+        page = (await client.get(f"/review/case/{record['review_id']}")).text
+    options = _options(page)
+    assert options == {
+        "yes": "yes",
+        "yes ": "yes\\x20",
+        "  ": "\\x20\\x20",
+        "yes\u00a0no": "yes\\xa0no",
+        "yes no": "yes no",
+    }
+    split = _text(re.search(r'<ul class="plain" id="plain-reasons">(.*?)</ul>', page, re.S)[1])
+    assert "1 chose yes\\x20" in split and "1 chose \\x20\\x20" in split, split
+    assert "<bdi>yes </bdi>" not in page and "<bdi>  </bdi>" not in page
