@@ -53,7 +53,13 @@ decide differently.
   line order; the panel is shown without ``meta.gold``, as in review items. Those of
   every run are read by type across the journal (two queries), so the list of a
   journal of many one-case runs (the chat door's) costs its cases, not three queries
-  per run.
+  per run. The desk remembers which case records it has read and which of them were
+  committed automatically (a journalled event never changes): a list reads only the
+  records journalled since the newest it read (``events_of_type(..., since=...)``), and
+  the whole list again only when the journal's count of case records says one was
+  journalled late with an earlier time (another server's). A page of the list costs
+  the records journalled since the last one, not every case record the journal holds
+  (5.8 s at 50,000 escalated cases and no automatic decision, before).
 * "Resolved today" counts a reviewer's ``review.resolved`` events since midnight UTC
   (an undone resolution still counts: it was work done).
 * **Undo** goes through :func:`dissensus.pipeline.review.reopen` with the token's name
@@ -106,7 +112,7 @@ from dissensus.pipeline.review import (
 )
 from dissensus.quoting import quote_short
 from dissensus.serve.case_view import OptionView, option_views, options_named
-from dissensus.store import ClaimConflict, IndexEntry, Journal, open_journal
+from dissensus.store import ClaimConflict, Event, IndexEntry, Journal, open_journal
 from dissensus.store import event_types as ev
 from dissensus.store.review_index import REVIEW_RESOLVED
 
@@ -275,6 +281,33 @@ class AutoCase(BaseModel):
     """The ``review.confirmed`` event, once audited."""
 
 
+class _AutoRecords:
+    """What the desk keeps of the journal's ``case.record`` events: how many it has read,
+    the time of the newest and which events were read at that time, and the automatically
+    committed cases among them by ``(run, seq)``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.since: str | None = None
+        self.at_since: set[tuple[str, int]] = set()
+        self.auto: dict[tuple[str, int], str] = {}
+
+    def read(self, events: Iterator[Event]) -> None:
+        """Take in ``events`` (those journalled at or after :attr:`since`), skipping the
+        ones already read at that time."""
+        for e in events:
+            key = (e.run_id, e.seq)
+            if e.at == self.since and key in self.at_since:
+                continue
+            self.count += 1
+            if e.payload.get("auto") and e.payload.get("decision") is not None:
+                self.auto[key] = str(e.case)
+            if self.since is None or e.at > self.since:
+                self.since, self.at_since = e.at, {key}
+            elif e.at == self.since:
+                self.at_since.add(key)
+
+
 class ReviewDesk:
     """Review operations over one journal."""
 
@@ -288,6 +321,12 @@ class ReviewDesk:
         """``(run, seq)`` of a ``review.opened`` event: its review id and search text."""
         self._search_lock = threading.Lock()
         """Held while :attr:`_searched` is read and filled (searches run in worker threads)."""
+        self._records = _AutoRecords()
+        """The automatically committed cases of the journal's case records read so far."""
+        self._records_lock = threading.Lock()
+        """Held while :attr:`_records` is brought up to date (pages run in worker threads)."""
+        self._runs: dict[str, tuple[str, str] | None] = {}
+        """A run's ``(created, kind)`` (``None``: no such run), which never changes."""
 
     def _bounded(self, **texts: str | None) -> None:
         """:class:`TextTooLong` naming the first of ``texts`` over ``max_field_chars``."""
@@ -479,7 +518,12 @@ class ReviewDesk:
             records = self.journal.events(run_id, type=ev.CASE_RECORD)
         else:
             answered = self.journal.events_of_type(ev.REVIEW_CONFIRMED, kind=RUN_KIND)
-            records = self.journal.events_of_type(ev.CASE_RECORD, kind=RUN_KIND)
+            done = {(e.run_id, e.case) for e in answered}
+            return [
+                f"{run_id}.{case}"
+                for run_id, case in self._auto_records()
+                if audited or (run_id, case) not in done
+            ]
         done = {(e.run_id, e.case) for e in answered}
         out = []
         for e in records:
@@ -487,6 +531,29 @@ class ReviewDesk:
             if committed and (audited or (e.run_id, e.case) not in done):
                 out.append(f"{e.run_id}.{e.case}")
         return out
+
+    def _auto_records(self) -> list[tuple[str, str]]:
+        """``(run, case)`` of every automatically committed case of a decide run, in run
+        then line order, from the case records read so far and those journalled since
+        (the module docstring says how)."""
+        with self._records_lock:
+            seen = self._records
+            total = self.journal.count_of_type(ev.CASE_RECORD)
+            if seen.count != total:
+                seen.read(self.journal.events_of_type(ev.CASE_RECORD, since=seen.since))
+            if seen.count != total:  # one journalled late with an earlier time: read all
+                seen = self._records = _AutoRecords()
+                seen.read(self.journal.events_of_type(ev.CASE_RECORD))
+            found = list(seen.auto.items())
+        placed = []
+        for (run_id, seq), case in found:
+            if run_id not in self._runs:
+                info = self.journal.run(run_id, missing_ok=True)
+                self._runs[run_id] = None if info is None else (info.created, info.kind)
+            run = self._runs[run_id]
+            if run is not None and run[1] == RUN_KIND:
+                placed.append((run[0], run_id, seq, case))
+        return [(run_id, case) for _, run_id, _, case in sorted(placed)]
 
     def auto_case(self, ref: str) -> AutoCase:
         """One automatically committed case (:class:`UnknownItem` for any other ref)."""
