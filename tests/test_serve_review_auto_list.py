@@ -16,7 +16,7 @@ from dissensus.serve.journal_adapter import ReviewDesk
 from dissensus.store import Journal
 from dissensus.store import event_types as ev
 from pipeline_cases import panel, write_policy
-from serve_helpers import auth, client_for, escalating, settings
+from serve_helpers import auth, client_for, escalating, login, settings
 
 pytestmark = pytest.mark.anyio
 
@@ -90,3 +90,30 @@ async def test_a_case_record_journalled_late_with_an_earlier_time_is_listed(
         expected = _expected(journal)
         assert len(expected) == 2
         assert sorted(desk.auto_cases()) == sorted(expected)
+
+
+async def test_the_queue_page_reads_each_runs_start_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The acceptance monitor above the queue finds the acceptance files in the runs'
+    starts (each holding its file's calibration, 150 kB for the LLMBar one): a queue page
+    read every run's start, so each grew with every run journalled. A page now reads only
+    the starts journalled since the last one."""
+    for i in range(4):
+        await _decide(tmp_path, f"r{i}")
+    starts: list[int] = []
+    real = Journal.events_of_type
+
+    def counted(self: Journal, type: str, **kwargs: Any) -> Iterator[Any]:
+        got = list(real(self, type, **kwargs))
+        if type == ev.RUN_STARTED:
+            starts.append(len(got))
+        return iter(got)
+
+    monkeypatch.setattr(Journal, "events_of_type", counted)
+    quiet = tmp_path / "no-audits.yaml"
+    async with client_for(settings(tmp_path, policy=str(quiet))) as client:
+        await login(client, "rev")
+        for _ in range(3):
+            assert (await client.get("/review")).status_code == 200
+    assert sum(starts) == 4, starts  # every start read once, by the first page

@@ -59,7 +59,10 @@ decide differently.
   the whole list again only when the journal's count of case records says one was
   journalled late with an earlier time (another server's). A page of the list costs
   the records journalled since the last one, not every case record the journal holds
-  (5.8 s at 50,000 escalated cases and no automatic decision, before).
+  (5.8 s at 50,000 escalated cases and no automatic decision, before). The acceptance
+  files the runs' starts name (:meth:`ReviewDesk.acceptance_files`, which the queue
+  page's acceptance monitor reads) are kept the same way: a run's start holds its
+  file's calibration, and every queue page read every one.
 * "Resolved today" counts a reviewer's ``review.resolved`` events since midnight UTC
   (an undone resolution still counts: it was work done).
 * **Undo** goes through :func:`dissensus.pipeline.review.reopen` with the token's name
@@ -87,9 +90,9 @@ decide differently.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -281,16 +284,18 @@ class AutoCase(BaseModel):
     """The ``review.confirmed`` event, once audited."""
 
 
-class _AutoRecords:
-    """What the desk keeps of the journal's ``case.record`` events: how many it has read,
-    the time of the newest and which events were read at that time, and the automatically
-    committed cases among them by ``(run, seq)``."""
+class _Read:
+    """What the desk keeps of the journal's events of one type, read so far: how many it
+    has read, the time of the newest and which events were read at that time (the
+    module docstring says why); :meth:`take` keeps what a page needs of each."""
 
     def __init__(self) -> None:
         self.count = 0
         self.since: str | None = None
         self.at_since: set[tuple[str, int]] = set()
-        self.auto: dict[tuple[str, int], str] = {}
+
+    def take(self, event: Event) -> None:
+        raise NotImplementedError
 
     def read(self, events: Iterator[Event]) -> None:
         """Take in ``events`` (those journalled at or after :attr:`since`), skipping the
@@ -300,12 +305,41 @@ class _AutoRecords:
             if e.at == self.since and key in self.at_since:
                 continue
             self.count += 1
-            if e.payload.get("auto") and e.payload.get("decision") is not None:
-                self.auto[key] = str(e.case)
+            self.take(e)
             if self.since is None or e.at > self.since:
                 self.since, self.at_since = e.at, {key}
             elif e.at == self.since:
                 self.at_since.add(key)
+
+
+class _AutoRecords(_Read):
+    """The automatically committed cases among the ``case.record`` events read, by
+    ``(run, seq)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.auto: dict[tuple[str, int], str] = {}
+
+    def take(self, event: Event) -> None:
+        if event.payload.get("auto") and event.payload.get("decision") is not None:
+            self.auto[(event.run_id, event.seq)] = str(event.case)
+
+
+class _AcceptanceFiles(_Read):
+    """The acceptance files the ``run.started`` events read name, by sha256 (the first
+    run's copy of each)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.files: dict[str, dict[str, Any]] = {}
+
+    def take(self, event: Event) -> None:
+        acc = event.payload.get("acceptance")
+        if isinstance(acc, dict) and acc.get("sha256"):
+            self.files.setdefault(str(acc["sha256"]), acc)
+
+
+R = TypeVar("R", bound=_Read)
 
 
 class ReviewDesk:
@@ -325,6 +359,8 @@ class ReviewDesk:
         """The automatically committed cases of the journal's case records read so far."""
         self._records_lock = threading.Lock()
         """Held while :attr:`_records` is brought up to date (pages run in worker threads)."""
+        self._files = _AcceptanceFiles()
+        """The acceptance files of the ``run.started`` events read so far."""
         self._runs: dict[str, tuple[str, str] | None] = {}
         """A run's ``(created, kind)`` (``None``: no such run), which never changes."""
 
@@ -537,14 +573,8 @@ class ReviewDesk:
         then line order, from the case records read so far and those journalled since
         (the module docstring says how)."""
         with self._records_lock:
-            seen = self._records
-            total = self.journal.count_of_type(ev.CASE_RECORD)
-            if seen.count != total:
-                seen.read(self.journal.events_of_type(ev.CASE_RECORD, since=seen.since))
-            if seen.count != total:  # one journalled late with an earlier time: read all
-                seen = self._records = _AutoRecords()
-                seen.read(self.journal.events_of_type(ev.CASE_RECORD))
-            found = list(seen.auto.items())
+            self._records = self._caught_up(self._records, ev.CASE_RECORD, _AutoRecords)
+            found = list(self._records.auto.items())
         placed = []
         for (run_id, seq), case in found:
             if run_id not in self._runs:
@@ -554,6 +584,28 @@ class ReviewDesk:
             if run is not None and run[1] == RUN_KIND:
                 placed.append((run[0], run_id, seq, case))
         return [(run_id, case) for _, run_id, _, case in sorted(placed)]
+
+    def _caught_up(self, seen: R, type: str, fresh: Callable[[], R]) -> R:
+        """``seen`` with the events of ``type`` journalled since its newest read; a
+        ``fresh`` one that read them all when the journal's count says one was journalled
+        late with an earlier time (another server's). Called with the lock held."""
+        total = self.journal.count_of_type(type)
+        if seen.count != total:
+            seen.read(self.journal.events_of_type(type, since=seen.since))
+        if seen.count != total:
+            seen = fresh()
+            seen.read(self.journal.events_of_type(type))
+        return seen
+
+    def acceptance_files(self) -> dict[str, dict[str, Any]]:
+        """The acceptance file of every run that decided with one, by sha256, as the
+        acceptance monitor reads them (:func:`~dissensus.pipeline.audit.monitor_status`),
+        from the ``run.started`` events read so far and those journalled since: a run's
+        start holds its calibration (150 kB for the LLMBar file), and a read of every
+        run's on each queue page grew with every run the journal holds."""
+        with self._records_lock:
+            self._files = self._caught_up(self._files, ev.RUN_STARTED, _AcceptanceFiles)
+            return dict(self._files.files)
 
     def auto_case(self, ref: str) -> AutoCase:
         """One automatically committed case (:class:`UnknownItem` for any other ref)."""
