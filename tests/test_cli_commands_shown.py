@@ -45,3 +45,17 @@ def test_a_bare_command_when_the_environment_names_the_journal(tmp_path: Path) -
     listed, shown_one = _review_lines(res.out)
     assert shlex.split(listed)[1:] == ["review", "list"]
     assert shlex.split(shown_one)[1:] == ["review", "show", "r.1"]
+
+
+def test_review_show_tells_a_decision_from_its_twin_with_a_trailing_space(tmp_path: Path) -> None:
+    """``yes`` and ``yes `` printed alike ("options: yes, yes "; both agents "yes" in the
+    positions): the trailing space is printed escaped, as the review page shows it."""
+    row = panel("twins", ["yes", "yes ", "yes", "yes "], reasoning=["a", "b", "c", "d"])
+    inp = write_jsonl(tmp_path / "in.jsonl", [row])
+    journal = tmp_path / "j.sqlite"
+    res = cli("decide", inp, "--journal", journal, "--similarity", "tfidf", "--run-id", "r")
+    assert res.code == 0 and "review r.1" in res.out, res.out + res.err
+    show = cli("review", "show", "r.1", "--journal", journal)
+    assert show.code == 0, show.err
+    assert ", yes, yes\\x20 " in show.out, show.out
+    assert sum(" yes\\x20 " in line for line in show.out.splitlines() if "│" in line) == 2

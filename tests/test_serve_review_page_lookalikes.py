@@ -133,3 +133,62 @@ async def test_lookalike_options_and_agents_are_shown_apart_and_post_their_ids(
         assert resolved is not None
         assert resolved.payload["decision"] == SUGGESTED  # the suggestion, not an override
         assert resolved.payload.get("outside_options") in (None, False)
+
+
+async def test_decisions_that_differ_only_by_blank_ends_are_shown_apart(tmp_path: Path) -> None:
+    """``yes`` and ``yes `` (a trailing space), a decision of two spaces and ``yes`` split
+    by a no-break space read alike (or as nothing) where whitespace shows as nothing:
+    each shows its blanks escaped (``yes\\x20``, ``\\x20\\x20``, ``yes\\xa0no``) in the
+    options, the plain-words split and the positions, and each radio still posts its id."""
+    decisions = ["yes", "yes", "yes ", "  ", "yes\u00a0no", "yes no"]
+    row = {
+        "id": "blank-ends",
+        "meta": {"question": "Approve?"},
+        "outputs": [
+            {"agent": f"a{i}", "decision": d, "reasoning": "r", "family": f"f{i}"}
+            for i, d in enumerate(decisions)
+        ],
+    }
+    async with client_for(settings(tmp_path)) as client:
+        run = (await client.post("/v1/decide", json=[row], headers=auth("sub"))).json()
+        (record,) = run["records"]
+        assert record["action"] == "escalate", record
+        await login(client, "rev")
+        page = (await client.get(f"/review/case/{record['review_id']}")).text
+    options = _options(page)
+    assert options == {
+        "yes": "yes",
+        "yes ": "yes\\x20",
+        "  ": "\\x20\\x20",
+        "yes\u00a0no": "yes\\xa0no",
+        "yes no": "yes no",
+    }
+    split = _text(re.search(r'<ul class="plain" id="plain-reasons">(.*?)</ul>', page, re.S)[1])
+    assert "1 chose yes\\x20" in split and "1 chose \\x20\\x20" in split, split
+    assert "<bdi>yes </bdi>" not in page and "<bdi>  </bdi>" not in page
+
+
+async def test_a_blank_option_picked_is_refused_saying_why(tmp_path: Path) -> None:
+    """A decision of white space only (an agent's ``"  "``) is an option the page shows
+    (``\\x20\\x20``) but no decision may be blank: picking it read "pick an option (1-9)
+    ... first", though one was picked. The page now says what is wrong with it."""
+    row = {
+        "id": "blank",
+        "meta": {"question": "Approve?"},
+        "outputs": [
+            {"agent": f"a{i}", "decision": d, "reasoning": "r", "family": f"f{i}"}
+            for i, d in enumerate(["  ", "  ", "no"])
+        ],
+    }
+    async with client_for(settings(tmp_path)) as client:
+        run = (await client.post("/v1/decide", json=[row], headers=auth("sub"))).json()
+        (record,) = run["records"]
+        review_id = record["review_id"]
+        await login(client, "rev")
+        page = (await client.get(f"/review/case/{review_id}")).text
+        sha = re.search(r'name="content_sha256" value="([0-9a-f]{64})"', page)
+        assert sha is not None
+        sent = {"decision": "  ", "note": "ok", "csrf": csrf_of(page), "content_sha256": sha[1]}
+        refused = await client.post(f"/review/case/{review_id}/resolve", data=sent)
+    assert refused.status_code == 422
+    assert "white space only" in refused.text and "pick an option (1-9)" not in refused.text

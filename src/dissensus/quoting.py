@@ -137,7 +137,10 @@ line. :func:`one_line` escapes those too, as a page's short field does."""
 
 
 def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
+    return _code(ord(match.group()))
+
+
+def _code(code: int) -> str:
     if code < 0x100:
         return f"\\x{code:02x}"
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
@@ -286,12 +289,30 @@ def _escape_shown(match: re.Match[str]) -> str:
     return "\\n" if char == "\n" else "\\t" if char == "\t" else _escape(match)
 
 
+SHOWN_ESCAPED_ON_PAGE = re.compile(
+    f"\\\\(?=[\\\\xuUnt{_SHOWS_NOTHING}]|\\s+\\Z|(?! )\\s)|[{_SHOWS_NOTHING}]"
+    "|\\A\\s+|\\s+\\Z|(?! )\\s"
+)
+"""What :func:`visible` escapes: :data:`SHOWN_ESCAPED`, and whitespace at the start or
+end of the field and any whitespace but the space, written as an escape (``yes\\x20``,
+``\\x20\\x20``, ``a\\xa0b``), so that ``yes`` and ``yes `` never read alike."""
+
+
+def _escape_run(match: re.Match[str]) -> str:
+    text = match.group()
+    if text == "\\":
+        return "\\\\"
+    return "".join("\\n" if ch == "\n" else "\\t" if ch == "\t" else _code(ord(ch)) for ch in text)
+
+
 def visible(text: object) -> str:
     """``text`` as a short field shows it on a page: every character of
     :data:`INVISIBLE` escaped (``a\\u200bb``, not ``ab``; newline and tab as ``\\n``
     and ``\\t``; a backslash that could be read as an escape's as ``\\\\``, see
-    :data:`SHOWN_ESCAPED`), everything else as it is."""
-    return SHOWN_ESCAPED.sub(_escape_shown, str(text))
+    :data:`SHOWN_ESCAPED`), and whitespace at either end or other than the space
+    (:data:`SHOWN_ESCAPED_ON_PAGE`: ``yes `` shows as ``yes\\x20``), everything else
+    as it is."""
+    return SHOWN_ESCAPED_ON_PAGE.sub(_escape_run, str(text))
 
 
 def visible_text(text: object) -> str:

@@ -40,6 +40,9 @@ Choices this module makes:
   panel's last ``user`` message) and, when the panel records several messages (a system
   prompt, earlier turns), every message role by role, in order; each an excerpt of at
   most 400 characters, control characters escaped, as other long texts are.
+* Decisions, options, agents and families are printed as the review page shows them
+  (:func:`dissensus.quoting.visible`): whitespace at either end, and any but the space,
+  escaped, so ``yes`` and ``yes `` (two options of a panel) never print alike.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ from dissensus.cli.common import (
 )
 from dissensus.errors import InputError
 from dissensus.quoting import quote_short
+from dissensus.quoting import visible as field
 
 if TYPE_CHECKING:
     pass
@@ -132,12 +136,12 @@ def review_list(
 
                 write_jsonl_line(sys.stdout, ReviewEntry.of(st))  # as it is read
                 continue
-            status = f"resolved: {shown(st.resolution.decision)}" if st.resolution else "open"
+            status = f"resolved: {field(st.resolution.decision)}" if st.resolution else "open"
             table.add_row(
                 shown(st.item.review_id),
                 shown(st.item.id),
                 status,
-                shown(st.item.suggestion or "-"),
+                field(st.item.suggestion or "-"),
                 shown(st.item.reason),
             )
     nxt = _next_page(journal, run, all_items, limit, last) if more and last else None
@@ -252,7 +256,7 @@ def review_show(
     else:
         assert st is not None
         say(
-            f"status: {'resolved: ' + shown(st.resolution.decision) if st.resolution else 'open'}",
+            f"status: {'resolved: ' + field(st.resolution.decision) if st.resolution else 'open'}",
             soft_wrap=True,
         )
         if st.resolution is not None:  # who resolved it and why, as the page shows
@@ -271,7 +275,7 @@ def review_show(
         for message in messages:
             say(f"  {shown(message.role)}: {_excerpt(message.text, 400)}", soft_wrap=True)
     say(
-        f"options: {', '.join(shown(o) for o in item.shown_options()) or '-'}   panel suggestion: {shown(item.suggestion or '-')}",
+        f"options: {', '.join(field(o) for o in item.shown_options()) or '-'}   panel suggestion: {field(item.suggestion or '-')}",
         soft_wrap=True,
     )
     reading = item.reading
@@ -286,8 +290,8 @@ def review_show(
     if reading.missing_reasoning:
         say(f"no reasoning from: {', '.join(shown(a) for a in reading.missing_reasoning)}")
     for option in case.options:
-        label = "" if option.label == option.id else f" ({shown(option.label)})"
-        say(f"  option {shown(option.id)}{label}: {_excerpt(option.text, 200)}", soft_wrap=True)
+        label = "" if option.label == option.id else f" ({field(option.label)})"
+        say(f"  option {field(option.id)}{label}: {_excerpt(option.text, 200)}", soft_wrap=True)
     scores = {x.agent: x for x in (item.acceptance.signals if item.acceptance else [])}
     table = Table(show_edge=False, title="positions")
     for col in (
@@ -307,10 +311,10 @@ def review_show(
             for d in item.value_dimensions
         ]
         table.add_row(
-            shown(p.agent),
-            shown(p.family or "-"),
-            shown(p.decision) if p.decision is not None else "(abstained)",
-            shown(p.second or "-"),
+            field(p.agent),
+            field(p.family or "-"),
+            field(p.decision) if p.decision is not None else "(abstained)",
+            field(p.second or "-"),
             "-" if p.stable is None else ("yes" if p.stable else "no"),
             str(scores[p.agent].score) if p.agent in scores else "-",
             "-" if p.confidence is None else f"{p.confidence:.2f}",
@@ -321,8 +325,8 @@ def review_show(
     for sig in scores.values():
         if sig.agent not in agents:  # a shared model's voice, never an agent's
             say(
-                f"extra voice {shown(sig.agent)} ({shown(sig.family or '-')}): {shown(sig.decision or '-')} then "
-                f"{shown(sig.second or '-')}, {'stable' if sig.stable else 'not stable'}, margin {sig.score}",
+                f"extra voice {shown(sig.agent)} ({shown(sig.family or '-')}): {field(sig.decision or '-')} then "
+                f"{field(sig.second or '-')}, {'stable' if sig.stable else 'not stable'}, margin {sig.score}",
                 soft_wrap=True,
             )
     say("reasoning (excerpts):")
@@ -512,7 +516,7 @@ def review_resolve(
         )
     if options and decision.strip() not in options:
         err_console.print(
-            f"note: {quoted(decision)} is none of the case's options ({', '.join(shown(o) for o in options)}); "
+            f"note: {quoted(decision)} is none of the case's options ({', '.join(field(o) for o in options)}); "
             "journalled as outside_options",
             soft_wrap=True,
         )
@@ -520,7 +524,7 @@ def review_resolve(
         print_json(record)
     else:
         out_console.print(
-            f"resolved {shown(review_id)}: case {shown(record.id)} -> {shown(record.decision)}",
+            f"resolved {shown(review_id)}: case {shown(record.id)} -> {field(record.decision)}",
             soft_wrap=True,
         )
     raise typer.Exit(code=EXIT_OK)
@@ -617,13 +621,13 @@ def review_confirm(
         print_json(audit)
     elif audit.agrees:
         out_console.print(
-            f"confirmed {shown(case_ref)}: case {shown(audit.id)} -> {shown(audit.decision)}",
+            f"confirmed {shown(case_ref)}: case {shown(audit.id)} -> {field(audit.decision)}",
             soft_wrap=True,
         )
     else:
         out_console.print(
-            f"corrected {shown(case_ref)}: case {shown(audit.id)} -> {shown(audit.decision)} "
-            f"(committed {shown(audit.committed)})",
+            f"corrected {shown(case_ref)}: case {shown(audit.id)} -> {field(audit.decision)} "
+            f"(committed {field(audit.committed)})",
             soft_wrap=True,
         )
     raise typer.Exit(code=EXIT_OK)

@@ -40,7 +40,7 @@ Choices this module makes:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
@@ -193,17 +193,26 @@ class MonitorRow(BaseModel):
     """The escalation reason later cases of a suspended stratum carry."""
 
 
-def monitor_status(journal: Journal, acceptance_sha256: str | None = None) -> list[MonitorRow]:
+def monitor_status(
+    journal: Journal,
+    acceptance_sha256: str | None = None,
+    *,
+    files: Mapping[str, JsonObject] | None = None,
+) -> list[MonitorRow]:
     """The acceptance monitor of every acceptance file the journal's runs decided with
     (or only ``acceptance_sha256``): one row per file and audited stratum (a file without
-    answered audits: one row for stratum ``all`` with no audits)."""
+    answered audits: one row for stratum ``all`` with no audits). ``files``: those
+    files by sha256 as the runs' starts name them (the first run's copy of each), when
+    the caller keeps them; else every run's start is read."""
     from dissensus.acceptance.monitor import ONE_STRATUM, monitor
 
-    files: dict[str, JsonObject] = {}
-    for event in journal.events_of_type(ev.RUN_STARTED):
-        acc = event.payload.get("acceptance")
-        if isinstance(acc, dict) and acc.get("sha256"):
-            files.setdefault(str(acc["sha256"]), acc)
+    if files is None:
+        found: dict[str, JsonObject] = {}
+        for event in journal.events_of_type(ev.RUN_STARTED):
+            acc = event.payload.get("acceptance")
+            if isinstance(acc, dict) and acc.get("sha256"):
+                found.setdefault(str(acc["sha256"]), acc)
+        files = found
     rows = []
     for sha, acc in files.items():
         if acceptance_sha256 is not None and sha != acceptance_sha256:

@@ -24,6 +24,7 @@ answered, ``monitor`` is ``null`` and ``monitor_error`` says how to install it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -55,12 +56,16 @@ __all__ = [
 
 
 def monitor_rows(
-    journal: Journal, acceptance_sha256: str | None = None
+    journal: Journal,
+    acceptance_sha256: str | None = None,
+    *,
+    files: Mapping[str, Any] | None = None,
 ) -> tuple[list[MonitorRow] | None, str | None]:
-    """The monitor's rows (:func:`~dissensus.pipeline.audit.monitor_status`), or ``None``
-    and why when its library is missing."""
+    """The monitor's rows (:func:`~dissensus.pipeline.audit.monitor_status`; ``files``:
+    the acceptance files the runs name, when the desk keeps them), or ``None`` and why
+    when its library is missing."""
     try:
-        return monitor_status(journal, acceptance_sha256), None
+        return monitor_status(journal, acceptance_sha256, files=files), None
     except ConfigError as exc:
         return None, str(exc)
 

@@ -300,6 +300,11 @@ def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
             if item.options
             else "type the decision (o) first: no agent gave an answer"
         )
+        if kept["decision"]:  # an option of white space only, which no decision may be
+            why = (
+                "the option picked is white space only, which no decision may be: "
+                "type the answer (o) instead"
+            )
         return case_page(request, review_id, who, error=why, status=422, kept=kept)
     if picked and other and picked != other:
         why = "pick an option or type another answer, not both"

@@ -44,6 +44,7 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
+from dissensus.pipeline.audit import MonitorRow
 from dissensus.pipeline.batch import RUN_KIND
 from dissensus.pipeline.records import Resolution, ReviewItem
 from dissensus.serve.acceptance import monitor_rows
@@ -59,6 +60,7 @@ from dissensus.serve.queue_view import (
     listed,
     statuses,
 )
+from dissensus.serve.service import Service
 from dissensus.store import Journal, RunInfo
 
 __all__ = ["RUN_CHOICES", "router"]
@@ -219,7 +221,7 @@ async def queue(request: Request) -> Response:
     back = page - 1
     if not shown.rows and shown.exact and page > 1:  # past the end: back to the last page
         back = min(back, max(1, -(-shown.total // QUEUE_ROWS)))
-    monitor, monitor_error = await run_in_threadpool(monitor_rows, service.journal)
+    monitor, monitor_error = await run_in_threadpool(_monitor, service)
     return render(
         "queue.html",
         created=lists.created,
@@ -245,6 +247,12 @@ async def queue(request: Request) -> Response:
         qs=view.suffix(),
         today=lists.today,
     )
+
+
+def _monitor(service: Service) -> tuple[list[MonitorRow] | None, str | None]:
+    """The acceptance monitor's rows, over the acceptance files the desk keeps (read in a
+    worker thread)."""
+    return monitor_rows(service.journal, files=service.desk.acceptance_files())
 
 
 @dataclass(frozen=True)
