@@ -47,3 +47,17 @@ def test_distinct_texts_load(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert [o.id for o in load_problem(path).options] == ["A", "B"]
+
+
+def test_an_option_with_an_anchor_text_and_a_trailing_space_is_refused(tmp_path: Path) -> None:
+    err = _load(
+        tmp_path, "options:\n  - {id: A, text: restart}\n  - {id: B, text: 'fix it all '}\n"
+    )
+    assert err.field == "options.1.text"
+    assert "ideal anchor ('I0')" in str(err) and "(line 5)" in str(err)
+
+
+def test_two_options_apart_by_outer_white_space_only_are_refused(tmp_path: Path) -> None:
+    err = _load(tmp_path, "options:\n  - {id: A, text: ' plan'}\n  - {id: B, text: plan}\n")
+    assert err.field == "options.1.text"
+    assert "options.0 ('A')" in str(err)

@@ -47,3 +47,14 @@ def test_one_plan_under_a_taken_id_is_tabled_once() -> None:
     assert [(c.id, c.text) for c in cert.candidates] == [("C1", "z")]
     assert cert.trajectory[0].notes[-1] == "y proposed C1, already tabled by x; merged"
     assert verify(cert.model_dump(mode="json")).valid
+
+
+def test_a_plan_written_again_with_outer_white_space_is_merged() -> None:
+    agents = [
+        FunctionAgent("a", _score_a, propose=lambda view: "plan p"),
+        FunctionAgent("b", _score_b, propose=lambda view: " plan p\n"),
+    ]
+    cert = negotiate_sync(agents, rejected=R0, ideal=I0, floor=0.5, rounds=0)
+    assert [c.text for c in cert.candidates] == ["plan p"]
+    assert cert.trajectory[0].notes == ["b proposed C1, already tabled by a; merged"]
+    assert verify(cert.model_dump(mode="json")).valid

@@ -27,8 +27,11 @@ Choices this module makes:
   rejects file of an earlier run as it was.
 * ``route`` reads a panel's decisions as they are written (a label it cannot know is
   the same is a different decision), but says once, at the end, how many panels have
-  decisions that differ only in case, surrounding whitespace or Unicode form
-  (``remove``, ``Remove ``), naming the first: such a panel reads as a disagreement.
+  decisions that differ only in case, white space or characters no reader tells apart
+  (``remove``, ``Remove ``, a full-width ``ｒｅｍｏｖｅ``, a composed and a decomposed
+  ``é``: :func:`dissensus.families.decision_form`, the form decisions are told apart
+  by elsewhere), naming the first: such a panel reads as a disagreement. Decisions a
+  reader tells apart (``2⁵`` and ``25``, ``Ⅸ`` and ``IX``, two flags) are not named.
   With ``--engine ray`` the workers read the panels and nothing is said.
 * ``--engine ray`` reads a named pipe as it reads standard input: this process reads it
   whole and sends the lines to the workers (a pipe can be read once, by one reader); a
@@ -460,8 +463,10 @@ class _FirstOfEachId:
 
 
 class _LookAlikeDecisions:
-    """Counts the panels two of whose decisions differ only in case, surrounding
-    whitespace or Unicode form (``remove``, ``Remove``, ``remove ``, ``ｒｅｍｏｖｅ``): the
+    """Counts the panels two of whose decisions differ only in case, white space or
+    characters no reader tells apart (:func:`dissensus.families.decision_form`:
+    ``remove``, ``Remove``, ``remove ``, ``ｒｅｍｏｖｅ``, a composed and a decomposed
+    ``é``; never ``2⁵`` and ``25``, ``Ⅸ`` and ``IX``, or two flags): the
     reading counts them as different decisions, as it must a label it cannot know is the
     same, so a unanimous panel reads as a disagreement. One warning names the first."""
 
@@ -477,11 +482,14 @@ class _LookAlikeDecisions:
             yield number, panel
 
     def _check(self, number: int, panel_id: str, decisions: set[str]) -> None:
-        from dissensus.families import comparable_name
+        from dissensus.families import decision_form
 
+        # the form decisions are told apart by elsewhere (NFC, case and white space
+        # folded; joiners and tag characters kept): '2⁵' and '25', 'Ⅸ' and 'IX', two
+        # flags, are decisions a reader tells apart, never one decision spelled twice
         forms: dict[str, list[str]] = {}
         for decision in decisions:
-            forms.setdefault(comparable_name(decision).casefold().strip(), []).append(decision)
+            forms.setdefault(decision_form(decision), []).append(decision)
         alike = [sorted(group) for group in forms.values() if len(group) > 1]
         if alike:
             self.count += 1
@@ -494,7 +502,8 @@ class _LookAlikeDecisions:
         number, panel_id, spellings = self.first
         err_console.print(
             f"warning: {path}: {self.count} panel(s) have decisions that differ only in "
-            "case, surrounding whitespace or Unicode form, read as different decisions "
+            "case, white space or characters no reader tells apart (full-width, invisible, "
+            "an accent composed or not), read as different decisions "
             f"(first: line {number}, panel {quoted(panel_id)}: "
             f"{', '.join(quoted(s) for s in spellings)}); write each decision one way",
             markup=False,

@@ -87,6 +87,14 @@ def same_name(text: str) -> str:
     return comparable_name(text).strip()
 
 
+def plan_text(text: str) -> str:
+    """``text`` as the protocol tells plans apart: its outer white space stripped (a
+    model's trailing newline or space writes no other plan). The one comparison of a
+    proposal with a tabled candidate, of a proposal with an anchor, and of a problem
+    file's options with each other and with the anchors."""
+    return text.strip()
+
+
 def check_controls(
     *,
     floor: float,

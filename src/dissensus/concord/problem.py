@@ -39,7 +39,9 @@ Choices this module makes:
   can name ``incident_agents:score_telemetry``; ``sys.path`` is never changed), then an
   importable module. Building agents from the file is an assembly step outside the
   protocol's core: :func:`dissensus.agents.assembly.build_agents`.
-* An option's text is no other option's and no anchor's (``options.N.text``): one plan
+* An option's text is no other option's and no anchor's, outer white space aside
+  (:func:`~dissensus.concord.controls.plan_text`, the comparison the protocol merges
+  and faults plans by; ``options.N.text``): one plan
   under two ids was tabled twice and could be scored 0.5 under one id and 0.9 under the
   other by the same agent, and an anchor is never a candidate.
 * Agent ``timeout`` (seconds, optional, finite and positive) bounds each call to that agent.
@@ -57,7 +59,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
 from dissensus.concord.agent import NegotiationAgent, Outcome
-from dissensus.concord.controls import check_controls, same_name
+from dissensus.concord.controls import check_controls, plan_text, same_name
 from dissensus.concord.protocol import Negotiation
 from dissensus.concord.rules import SelectionRule
 from dissensus.concord.scale import check_anchors
@@ -160,7 +162,9 @@ def _check(problem: Problem, file: str | None) -> None:
     # an option's text is no other outcome's: the protocol merges a written plan into the
     # outcome whose text it is, and a record holding one text twice shows two standings
     texts: dict[str, str] = {
-        a.text: f"the {n} anchor ({a.id!r})" for n, a in _anchors(problem) if a.text.strip()
+        plan_text(a.text): f"the {n} anchor ({a.id!r})"
+        for n, a in _anchors(problem)
+        if a.text.strip()
     }
     # ids a reader cannot tell apart (x and x\u200b, A and fullwidth Ａ) are one id
     read: dict[str, str] = {same_name(str(a.id)): f"anchors.{n}" for n, a in _anchors(problem)}
@@ -185,13 +189,14 @@ def _check(problem: Problem, file: str | None) -> None:
         if option.id in seen:
             raise fail(f"duplicate option id {option.id!r}", f"options.{i}.id")
         seen.add(option.id)
-        if option.text in texts:
+        if plan_text(option.text) in texts:
             raise fail(
-                f"option {option.id!r} has the text of {texts[option.text]}; one plan under "
+                f"option {option.id!r} has the text of {texts[plan_text(option.text)]} "
+                "(outer white space aside); one plan under "
                 "two ids is scored twice, and a table agent may give it two different scores",
                 f"options.{i}.text",
             )
-        texts[option.text] = f"options.{i} ({option.id!r})"
+        texts[plan_text(option.text)] = f"options.{i} ({option.id!r})"
     ids: set[str] = set()
     for i, agent in enumerate(problem.agents):
         _check_agent(problem, agent, f"agents.{i}", ids, fail)

@@ -86,13 +86,19 @@ Choices this module makes:
   listed before the option's proposer no longer tabled a copy every agent scored again
   and table agents faulted on. An id that collides with another outcome is replaced by ``C<k>``,
   and a blank id (``""``) is no id: the candidate is named ``C<k>`` (a record whose
-  candidate id is empty would read as one without a leader). A proposal whose text is
-  exactly a tabled candidate's is merged into it whatever id it gives: the same plan
-  under a new name was tabled and scored again, every round it was proposed.
-  Both are reported in the round's notes. A proposal whose text is an anchor's (its
+  candidate id is empty would read as one without a leader). A new plan (a text that
+  is no pool option's) whose text is a tabled candidate's, outer white space aside
+  (:func:`~dissensus.concord.controls.plan_text`, the one comparison of plan texts), is
+  merged into it whatever id it gives: the same plan under a new name was tabled and
+  scored again, every round it was proposed. A pool option proposed under its id is
+  matched by id only, as the problem gave it: a pipeline's options come from panel data,
+  and two options of one text (``{"1": "Paris", "2": "Paris"}``) are two decisions with
+  their own utilities, never merged into each other.
+  Both are reported in the round's notes. A new plan whose text is an anchor's (its
   outer white space aside) is a fault of that call, never tabled: anchors are never
   candidates, and the ideal anchor tabled would be certified at 1.0 for every agent
-  that scores it as the ideal. A proposal whose text or id is longer than
+  that scores it as the ideal; a pool option is never faulted so (a pipeline option may
+  read as the pipeline's fixed anchor text, and is the panel's decision). A proposal whose text or id is longer than
   :data:`~dissensus.io.limits.MAX_FIELD_CHARS` (32,768 characters; a pool option's
   text excepted) is a fault of that call, never tabled: every later view, and with it
   every model agent's prompt, carries every tabled text, so one runaway answer would be
@@ -125,7 +131,7 @@ from dissensus.concord.agent import (
     ScoreFault,
 )
 from dissensus.concord.bounds import compute_bound
-from dissensus.concord.controls import check_arguments, check_controls, same_name
+from dissensus.concord.controls import check_arguments, check_controls, plan_text, same_name
 from dissensus.concord.record import (
     AgentScore,
     Anchors,
@@ -484,12 +490,22 @@ class Negotiation:
                 f"{author} proposed {existing.id}, already tabled by {existing.author}; merged"
             )
             return None
-        same = next((c for c in self._cands if c.text == outcome.text), None)
+        if self._pooled(outcome):
+            # A pool option's text: options are told apart by id (a pipeline's options
+            # come from panel data, and two options of one text are two decisions whose
+            # utilities differ), so only a proposal without an id merges by its text.
+            same = next((c for c in self._cands if c.text == outcome.text), None)
+            same = same if cid is None else None
+        else:
+            same = next(
+                (c for c in self._cands if plan_text(c.text) == plan_text(outcome.text)), None
+            )
         if same is not None:
-            # The text of a candidate already tabled, under no id or another one: the
-            # same proposal (two LLM agents writing one plan, an agent renaming the
-            # leader), not a second candidate to score again. The note is the one a
-            # merge by id makes, which every verifier reads.
+            # A new plan with the text of a candidate already tabled (its outer white
+            # space aside), under no id or another one: the same proposal (two LLM
+            # agents writing one plan, an agent renaming the leader), not a second
+            # candidate to score again. The note is the one a merge by id makes, which
+            # every verifier reads.
             notes.append(f"{author} proposed {same.id}, already tabled by {same.author}; merged")
             return None
         if cid is None or cid in taken:
@@ -668,21 +684,25 @@ class Negotiation:
                 step.ties.append(tie)
         step.accepted = self._leader == cand.id
 
+    def _pooled(self, outcome: Outcome) -> bool:
+        """Whether ``outcome`` is the text of a pool option: the problem gave it, so it is
+        matched by id as the problem's options are, never faulted as an anchor's text
+        (a pipeline option may read as its fixed anchor) nor over a length bound."""
+        return any(o.text == outcome.text for o in self._options)
+
     def _written(self, value: object, fault: str | None) -> tuple[Outcome | None, str | None]:
         """A proposal or repair as the protocol tables it: an outcome, a pass, or a fault
-        (an anchor's text; a text or id longer than :data:`MAX_FIELD_CHARS`, unless it is
-        a pool option's, which the problem gave)."""
+        (an anchor's text, its outer white space aside; a text or id longer than
+        :data:`MAX_FIELD_CHARS`), unless it is a pool option's, which the problem gave."""
         outcome, fault = _outcome(value, fault)
-        if outcome is None:
+        if outcome is None or self._pooled(outcome):
             return outcome, fault
         for name, anchor in (("rejected", self._rejected), ("ideal", self._ideal)):
-            if outcome.text.strip() == anchor.text.strip():
+            if plan_text(outcome.text) == plan_text(anchor.text):
                 return None, (
                     f"the proposal is the text of the {name} anchor {anchor.id}; "
                     "anchors are never candidates; not tabled"
                 )
-        if any(o.text == outcome.text for o in self._options):
-            return outcome, fault
         for name, part in (("text", outcome.text), ("id", outcome.id or "")):
             if len(part) > MAX_FIELD_CHARS:
                 return None, (

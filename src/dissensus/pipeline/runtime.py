@@ -183,9 +183,11 @@ def _compiled_rules(document: str) -> RuleSet:
     """The routing rules of a policy, compiled once per distinct rules document (a
     service starts one run per request; compiling parses every condition). A
     :class:`RuleSet` only memoises deterministic routes, so runs may share one."""
-    rules = RuleSet.from_dict(json.loads(document), file="policy routing")
-    # check_policy refuses these when a policy is loaded; a spec read back from a journal
-    # is not checked again, and a case record can only name an action the pipeline runs.
+    # check_policy checks the rules when a policy is loaded (a number compared with a
+    # label included); a spec read back from a journal is not checked again, so a run
+    # journalled before a check was added resumes with the meaning it started with.
+    rules = RuleSet.from_dict(json.loads(document), file="policy routing", labels=False)
+    # A case record can only name an action the pipeline runs.
     for rule in rules.rules:
         if rule.action not in PIPELINE_ACTIONS:
             raise ConfigError(

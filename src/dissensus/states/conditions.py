@@ -28,7 +28,10 @@ Choices this module makes:
 * ``decision``, ``state`` and ``tie`` hold labels, which are text (a panel's decision
   ``1`` is read as ``"1"``): comparing one with a number or a boolean for equality or
   membership (``decision == 1``, ``decision in [1, 2]``, ``1 in tie``) could never hold,
-  so it is refused at load, naming the field and the string to write instead.
+  so it is refused when a rules or policy file is loaded, naming the field and the
+  string to write instead. A rules document journalled with a run is read back without
+  this check (``labels=False``): a run started before it keeps its meaning (the test
+  never holds) and can be resumed to its end.
 * Whether two conditions can hold together is decided in
   :mod:`dissensus.states.exclusive`.
 * Nesting is capped at 100 levels (``_MAX_DEPTH``), counted over the parsed
@@ -166,10 +169,11 @@ def _literal(value: object) -> str:
 
 
 class _Parser:
-    def __init__(self, text: str, where: str, file: str | None) -> None:
+    def __init__(self, text: str, where: str, file: str | None, labels: bool = True) -> None:
         self.text = text
         self.where = where
         self.file = file
+        self.labels = labels
 
     def fail(self, message: str) -> ConfigError:
         return ConfigError(
@@ -222,7 +226,8 @@ class _Parser:
                 raise self.fail(f"'{op}' needs a list, a string or a name on its right")
             if op in _FLIP and isinstance(left, Lit) and isinstance(right, Var):
                 left, right, op = right, left, _FLIP[op]
-            self.check_label(left, op, right)
+            if self.labels:
+                self.check_label(left, op, right)
             atoms.append(Cmp(op, left, right))
         return atoms[0] if len(atoms) == 1 else And(tuple(atoms))
 
@@ -429,9 +434,11 @@ def _compile_name_vs_literal(node: Cmp) -> Eval | None:
 class Condition:
     """A parsed condition: ``holds(env)`` evaluates it against a routing environment."""
 
-    def __init__(self, text: str, *, where: str = "when", file: str | None = None) -> None:
+    def __init__(
+        self, text: str, *, where: str = "when", file: str | None = None, labels: bool = True
+    ) -> None:
         self.text = text
-        self.tree: Node = _Parser(text, where, file).parse()
+        self.tree: Node = _Parser(text, where, file, labels).parse()
         self._eval = _compile(self.tree)
 
     def holds(self, env: Env) -> bool:
@@ -446,6 +453,12 @@ class Condition:
         return f"Condition({self.text!r})"
 
 
-def parse_condition(text: str, *, where: str = "when", file: str | None = None) -> Condition:
-    """Parse ``text``; a :class:`ConfigError` names the file, field and problem."""
-    return Condition(text, where=where, file=file)
+def parse_condition(
+    text: str, *, where: str = "when", file: str | None = None, labels: bool = True
+) -> Condition:
+    """Parse ``text``; a :class:`ConfigError` names the file, field and problem.
+
+    ``labels=False`` skips the refusal of a number compared with a label (a rules
+    document journalled with a run, read back: checks added since it started do not
+    apply, and such a test keeps its meaning, never holding)."""
+    return Condition(text, where=where, file=file, labels=labels)

@@ -288,7 +288,12 @@ def _find_cycle(ids: Sequence[str], beats: set[tuple[str, str]]) -> list[str] | 
 class RuleSet:
     """A validated set of rules, defaults included, ready to route."""
 
-    def __init__(self, spec: RulesFile | None = None, *, file: str | None = None) -> None:
+    def __init__(
+        self, spec: RulesFile | None = None, *, file: str | None = None, labels: bool = True
+    ) -> None:
+        """``labels=False`` reads a rules document journalled with a run: a number
+        compared with a label, refused in a file (:mod:`dissensus.states.conditions`),
+        is read as it was (the test never holds)."""
         spec = spec or RulesFile()
         self.file = file
         specs: list[tuple[RuleSpec, str]] = [(r, f"rules.{k}") for k, r in enumerate(spec.rules)]
@@ -307,7 +312,7 @@ class RuleSet:
             rules.append(
                 Rule(
                     r.id,
-                    parse_condition(r.condition, where=where, file=file),
+                    parse_condition(r.condition, where=where, file=file, labels=labels),
                     r.action,
                     r.priority,
                     k,
@@ -346,8 +351,9 @@ class RuleSet:
         return cls()
 
     @classmethod
-    def from_dict(cls, data: object, *, file: str | None = None) -> RuleSet:
-        """Validate a parsed rules document."""
+    def from_dict(cls, data: object, *, file: str | None = None, labels: bool = True) -> RuleSet:
+        """Validate a parsed rules document (``labels=False``: one journalled with a run,
+        see :class:`RuleSet`)."""
         if data is None:
             data = {}
         if not isinstance(data, dict):
@@ -360,7 +366,7 @@ class RuleSet:
             loc = ".".join(str(p) for p in first["loc"]) or "<root>"
             message = first["msg"] + missing_misspelt(errors)
             raise ConfigError(message, file=file, field=loc) from None
-        return cls(spec, file=file)
+        return cls(spec, file=file, labels=labels)
 
     @classmethod
     def load(cls, path: str | Path) -> RuleSet:
