@@ -221,3 +221,27 @@ def test_a_miss_after_the_case_text_changed_names_the_input_first(tmp_path: Path
     assert "only in its prompt text: the task or case text changed" in message
     assert "was perhaps made by another version" not in message
     replayer.close()
+
+
+LINE_BREAKS_OF_STR = "\u2028\u2029\u0085\x1c\x1d\x1e\x0b\x0c\r"
+"""Characters ``str.splitlines()`` ends a line at besides ``\\n``; canonical JSON writes
+the first three as they are."""
+
+
+@pytest.mark.parametrize("crlf", [False, True])
+def test_a_recording_whose_prompt_holds_unicode_line_breaks_replays(
+    tmp_path: Path, crlf: bool
+) -> None:
+    (tmp_path / "rules.yaml").write_text(SCRIPT)
+    rec = tmp_path / "run.jsonl"
+    prompts = [f"line one{ch}line two" for ch in LINE_BREAKS_OF_STR]
+    recorder = resolve_model(f"record:{rec}:scripted:{tmp_path / 'rules.yaml'}")
+    answers = [recorder.chat_sync(ask(p, agent="a3")).text for p in prompts]
+    recorder.close()
+    data = rec.read_bytes()
+    assert "\u2028".encode() in data  # written unescaped, as canonical JSON writes it
+    if crlf:  # a recording saved with CRLF line ends reads the same
+        rec.write_bytes(data.replace(b"\n", b"\r\n"))
+    replayer = resolve_model(f"replay:{rec}")
+    assert [replayer.chat_sync(ask(p, agent="a3")).text for p in prompts] == answers
+    replayer.close()

@@ -75,6 +75,22 @@ def test_base_url_credentials_are_hidden() -> None:
     assert "zzz" not in shown and "SECRET" not in shown and "<set>" in shown
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://[::1]:1/v1", "http://[::1]:1/v1"),
+        ("http://u:pw@[::1]/v1?key=zzz", "http://[::1]/v1"),
+        ("https://[2001:DB8::5]:8443/v1#f", "https://[2001:db8::5]:8443/v1"),
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+    ],
+)
+def test_an_ipv6_host_keeps_its_brackets(url: str, shown: str) -> None:
+    """Without them ``http://::1:1/v1`` names no host and no port that can be told apart."""
+    assert safe_url(url) == shown
+    backend = OpenAIBackend("m", base_url=shown, api_key=SECRET)
+    assert f"base_url={shown!r}" in repr(backend)
+
+
 def _chain(exc: BaseException) -> list[BaseException]:
     """``exc`` and every exception reachable from it through ``__cause__``/``__context__``."""
     seen: list[BaseException] = []

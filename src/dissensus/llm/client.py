@@ -61,11 +61,14 @@ Choices this module makes:
   credentials and ``sk-`` keys otherwise). The exception is not chained to the failure:
   its arguments, or the request it holds, may quote the key.
 * **Cut-short answers.** A structured answer the server ended early (``finish_reason``
-  ``length``, cut at the completion cap, or ``content_filter``) is its whole text parsed
-  as it is, or no answer: the object is incomplete, so no object found inside it is
-  taken for the answer (an answer cut after ``{"draft": {"verdict": "B"}, "verdict":
-  "A", ...`` was read as the draft's ``B``). It is re-asked as an answer that does not
-  validate, the re-ask saying it was cut off.
+  ``length``, cut at the completion cap, or ``content_filter``) is read only from what
+  closed before the cut: its whole text, a code fence that closes, or an outermost
+  ``{...}`` that closes (``{"verdict": "A"}`` followed by an explanation the cap cut
+  off). No object inside an outermost value that never closes is taken for the answer
+  (an answer cut after ``{"draft": {"verdict": "B"}, "verdict": "A", ...`` was read as
+  the draft's ``B``): with none, it is re-asked as an answer that does not validate, the
+  re-ask saying it was cut off (:func:`~dissensus.llm.jsonparse.extract_json`'s
+  ``cut_short``).
 * **Refusals.** A structured answer that is the server's refusal (OpenAI's
   ``message.refusal`` with no content: the model declined) fails the call at once with
   :class:`StructuredOutputError` saying the model refused, never re-asked: a re-ask
@@ -491,10 +494,10 @@ class ModelClient:
                 )
             cut = CUT_SHORT.get(result.finish_reason or "")
             try:
-                # An answer the server ended early is incomplete: only the whole text,
-                # parsed as it is, can be its answer, never an object found inside it
-                # ("Cut-short answers").
-                value = extract_json(result.text, whole_only=cut is not None)
+                # An answer the server ended early may stop inside its value: only what
+                # closed before that value opened can be its answer, never an object
+                # found inside it ("Cut-short answers").
+                value = extract_json(result.text, cut_short=cut is not None)
                 parsed = schema.model_validate(value) if schema is not None else value
             except JSONExtractError as exc:
                 problem = f"{cut}: {exc}" if cut is not None else str(exc)

@@ -12,6 +12,16 @@ Each candidate is tried as is, then with trailing commas before ``}`` / ``]`` re
 (a bare number inside prose is not "the answer"); when ``want_object`` is true, arrays
 are skipped. Pure functions, no I/O.
 
+An answer the server ended early (``cut_short``: cut at the completion cap, or stopped by
+a content filter) may end inside the value its model was writing, so only what closed
+before that value opened is tried: the whole text, then every code fence that closes and
+every outermost ``{...}`` / ``[...]`` value that closes, all before the first outermost
+value that does not close. An answer that is a whole object followed by prose cut at the
+cap (``{"verdict": "A"}\n\nExplanation: ...``), or a closed fence followed by prose, is
+read; a value or fence inside an outermost value that never closes is a piece of that
+value, never the answer (``{"draft": {"verdict": "B"}, "verdict": "A", "why": "...``
+cut there is no verdict ``B``).
+
 An answer is model output, so its size and shape are not to be trusted: a value nested
 deeper than the JSON parser goes is no answer (not a ``RecursionError``), a span is at
 most :data:`MAX_DEPTH` brackets deep, and the span scan reads at most
@@ -157,6 +167,69 @@ def _candidates(text: str) -> Iterator[str]:
     yield from _balanced_spans(text)
 
 
+def _outer_values(text: str) -> tuple[list[tuple[int, int]], int]:
+    """The outermost bracket values of ``text`` that close, as ``(start, end)`` in order,
+    and where the first that does not close opens (``len(text)`` when every one closes).
+
+    One pass, string-aware inside a value: everything after a value that never closes
+    (or closes with the wrong bracket, or nests deeper than :data:`MAX_DEPTH`) lies inside
+    it, so no value is looked for there.
+    """
+    spans: list[tuple[int, int]] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        if text[i] not in _CLOSE:
+            i += 1
+            continue
+        start = i
+        stack: list[str] = []
+        in_string = False
+        escaped = False
+        closed = False
+        for end in range(start, n):
+            ch = text[end]
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif ch == "\\":
+                    escaped = True
+                elif ch == '"':
+                    in_string = False
+                continue
+            if ch == '"':
+                in_string = True
+            elif ch in _CLOSE:
+                if len(stack) >= MAX_DEPTH:
+                    break
+                stack.append(_CLOSE[ch])
+            elif ch in "}]":
+                if stack.pop() != ch:
+                    break
+                if not stack:
+                    spans.append((start, end + 1))
+                    i = end + 1
+                    closed = True
+                    break
+        if not closed:
+            return spans, start
+    return spans, n
+
+
+def _cut_candidates(text: str) -> Iterator[str]:
+    """The candidates of an answer cut short: the whole text, then the code fences that
+    close and the outermost values that close, all before the first outermost value that
+    does not (whose inner values and fences are pieces of it, not the answer)."""
+    yield text.strip()
+    spans, cut = _outer_values(text)
+    for fence in _FENCE.finditer(text):
+        if fence.end() > cut:
+            break
+        yield fence.group(2).strip()
+    for start, end in spans:
+        yield text[start:end]
+
+
 def _parse(text: str, unique_keys: bool) -> tuple[bool, Any]:
     """``text`` parsed (``(False, None)`` when it is not JSON); with ``unique_keys``, a
     key written twice in one object raises :class:`DuplicateKeyError`."""
@@ -186,11 +259,12 @@ def _loads(candidate: str, unique_keys: bool) -> tuple[bool, Any]:
 
 
 def extract_json(
-    text: str, *, want_object: bool = True, unique_keys: bool = True, whole_only: bool = False
+    text: str, *, want_object: bool = True, unique_keys: bool = True, cut_short: bool = False
 ) -> Any:
     """The first JSON value in ``text`` (an object when ``want_object``); with
-    ``whole_only``, the whole text or nothing (an answer cut short, whose fences and
-    spans are pieces of an incomplete value).
+    ``cut_short`` (an answer the server ended early), only the whole text, a code fence
+    that closes or an outermost value that closes, never a value or fence inside an
+    outermost value that does not close (a piece of an incomplete value).
 
     Raises :class:`JSONExtractError` when there is none, and (``unique_keys``)
     :class:`DuplicateKeyError` when the first candidate that parses holds a key twice in
@@ -200,7 +274,7 @@ def extract_json(
     {'a': [1, 2]}
     """
     seen: set[str] = set()
-    for candidate in [text.strip()] if whole_only else _candidates(text):
+    for candidate in _cut_candidates(text) if cut_short else _candidates(text):
         if not candidate or candidate in seen:
             continue
         seen.add(candidate)

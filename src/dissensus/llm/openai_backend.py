@@ -438,11 +438,14 @@ def _key_source(key: str | None, key_env: str | None) -> str:
 
 
 def safe_url(url: str | None) -> str | None:
-    """``url`` without user-info, query or fragment (which may carry credentials)."""
+    """``url`` without user-info, query or fragment (which may carry credentials); an
+    IPv6 host keeps its brackets (``http://[::1]:8000/v1``)."""
     if url is None:
         return None
     parts = urlsplit(url)
     host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address: without brackets its port would read as part of it
+        host = f"[{host}]"
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))

@@ -46,6 +46,10 @@ never share answers. Choices this module makes:
   :class:`ConfigError` naming file and line (field ``key``). Answers are found by the
   key, so such a line answered a request it does not show, and the request it shows
   was a miss.
+* Lines end at ``\n`` (or ``\r\n``) only, never at the other characters
+  ``str.splitlines`` ends a line at: canonical JSON writes U+2028, U+2029 and U+0085
+  unescaped, so a prompt holding one cut its line in two and the recording could not
+  be read.
 * A recording is read whole, so it must be a regular file of at most
   :data:`MAX_RECORDING_BYTES` (1 GiB; a device, a named pipe or a larger file is one
   :class:`ConfigError` naming it, before any memory is spent on it).
@@ -169,7 +173,9 @@ class ReplayBackend:
 
         data = read_file_bytes(path, what="recording", max_bytes=MAX_RECORDING_BYTES)
         try:
-            lines = data.decode("utf-8").splitlines()
+            # Lines end at "\n" (or "\r\n") only: a line's JSON holds U+2028, U+0085 and
+            # the like unescaped (canonical JSON), which str.splitlines() would cut at.
+            lines = [line.removesuffix("\r") for line in data.decode("utf-8").split("\n")]
         except UnicodeDecodeError as exc:
             raise ConfigError(
                 f"recording is not UTF-8 text (byte {exc.start}: {exc.reason})", file=name

@@ -133,7 +133,7 @@ from dissensus.llm.base import (
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ClientSettings, ModelClient, prompt_estimate
 from dissensus.llm.openai_backend import PLACEHOLDER_KEY, OpenAIBackend, aiohttp_available
-from dissensus.llm.resolve import make_backend
+from dissensus.llm.resolve import make_backend, model_id_problem
 from dissensus.panels.answers import MemberAnswer, read_answer, verdict_schema
 from dissensus.panels.shapes import MemberReport
 from dissensus.pipeline.policy import (
@@ -339,6 +339,13 @@ def _backend(
         relative_model_spec(member.model, policy_dir, field=where) if policy_dir else member.model
     )
     kind, _, rest = spec.partition(":")
+    problem = model_id_problem(rest) if kind == "openai" else None
+    if problem is not None:
+        # Checked here as make_backend checks it: a member with its own server or key
+        # is made without it, and its id (`openai: gpt-4o`) would be sent as written.
+        raise ConfigError(
+            f"member {member.name}: invalid model spec {spec!r}: {problem}", field=where
+        )
     if member.base_url is not None and not member.base_url:
         # Read as "no base_url", the member would talk to $OPENAI_BASE_URL or, without
         # it, to OpenAI's own API with $OPENAI_API_KEY: a member meant to be a local

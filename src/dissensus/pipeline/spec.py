@@ -889,14 +889,19 @@ def _check_panel_models(
     open (``PanelChat(policy, members=...)``), its specs then unused."""
     if not policy.panel.members:
         return
-    from dissensus.llm.resolve import check_model_spec
+    from dissensus.llm.resolve import check_model_spec, model_id_problem
 
     for i, member in enumerate(policy.panel.members):
         field = f"panel.members.{i}.model"
         spec = member.model
         if base is not None:
             spec = relative_model_spec(spec, base, file=policy_file, field=field)
-        if spec.partition(":")[0] == "openai" and spec.partition(":")[2]:
+        kind, _, rest = spec.partition(":")
+        if kind == "openai" and rest:
+            # The id is sent as written, whichever server or key the member names.
+            problem = model_id_problem(rest)
+            if problem is not None:
+                raise ConfigError(f"model spec {spec!r}: {problem}", file=policy_file, field=field)
             continue  # the key or server comes from the environment when it is opened
         try:
             check_model_spec(spec, checked=checked, files=files)

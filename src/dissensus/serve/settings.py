@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dissensus.errors import ConfigError
 from dissensus.io.limits import MAX_AGENTS, MAX_FIELD_CHARS
 from dissensus.serve.auth import TOKENS_CHECK_S
+from dissensus.store.claims import MAX_CLAIM_TTL
 
 __all__ = ["ServeSettings", "check_exposure", "is_loopback"]
 
@@ -74,8 +75,10 @@ class ServeSettings(BaseModel):
     """More names the ``Host`` header may carry (``*``: any); see :mod:`.origin`."""
     request_timeout_s: float = Field(default=60.0, gt=0)
     """Longest a request may take (504 after; a decide run keeps going and can be polled)."""
-    claim_ttl_s: float = Field(default=900.0, gt=0)
-    """How long a review claim holds before another reviewer may take the case."""
+    claim_ttl_s: float = Field(default=900.0, gt=0, le=MAX_CLAIM_TTL)
+    """How long a review claim holds before another reviewer may take the case; at most
+    ten years (:data:`~dissensus.store.claims.MAX_CLAIM_TTL`, the journal's bound on a
+    claim, so a longer one is refused at start-up, not on every claim)."""
     session_ttl_s: float = Field(default=8 * 3600.0, gt=0)
     """How long a review-page login lasts."""
     review_note: Literal["override", "always", "never"] = "override"
