@@ -192,3 +192,30 @@ async def test_a_blank_option_picked_is_refused_saying_why(tmp_path: Path) -> No
         refused = await client.post(f"/review/case/{review_id}/resolve", data=sent)
     assert refused.status_code == 422
     assert "white space only" in refused.text and "pick an option (1-9)" not in refused.text
+
+
+async def test_a_question_keeps_its_no_break_spaces_where_options_escape_them(
+    tmp_path: Path,
+) -> None:
+    """A French question (``remboursement\\u00a0?``) read ``remboursement\\xa0?`` in the
+    queue and on the case page; only a decision, an option, an agent or a family shows
+    its blanks escaped."""
+    question = "Faut-il accorder le remboursement\u00a0?"
+    row = {
+        "id": "fr-1",
+        "meta": {"question": question},
+        "outputs": [
+            {"agent": f"a{i}", "decision": d, "reasoning": "r", "family": f"f{i}"}
+            for i, d in enumerate(["oui", "oui", "non\u00a0!", "non\u00a0!"])
+        ],
+    }
+    async with client_for(settings(tmp_path)) as client:
+        run = (await client.post("/v1/decide", json=[row], headers=auth("sub"))).json()
+        (record,) = run["records"]
+        assert record["action"] == "escalate", record
+        await login(client, "rev")
+        queue = html.unescape((await client.get("/review")).text)
+        page = (await client.get(f"/review/case/{record['review_id']}")).text
+    assert question in queue and "\\xa0" not in queue
+    assert question in html.unescape(page)
+    assert _options(page)["non\u00a0!"] == "non\\xa0!"

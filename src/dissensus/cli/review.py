@@ -68,7 +68,7 @@ from dissensus.cli.common import (
 )
 from dissensus.errors import InputError
 from dissensus.quoting import quote_short
-from dissensus.quoting import visible as field
+from dissensus.quoting import visible_label as field
 
 if TYPE_CHECKING:
     pass

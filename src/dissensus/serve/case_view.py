@@ -70,7 +70,7 @@ from typing import Any, Literal
 from markupsafe import Markup, escape
 
 from dissensus.cases import CaseMessage, CaseSpec, asked_question, conversation, shown_order
-from dissensus.quoting import visible
+from dissensus.quoting import visible_label
 
 __all__ = [
     "EXACT_DIFF_WORDS",
@@ -334,7 +334,7 @@ def _isolated(text: str) -> Markup:
     """``text`` (an agent's or a panel's) escaped and set apart in ``<bdi>``: its
     direction cannot reorder the sentence around it; the characters that show as
     nothing, bidi controls included, are shown escaped (``\\u200b``)."""
-    return Markup("<bdi>{}</bdi>").format(visible(text))
+    return Markup("<bdi>{}</bdi>").format(visible_label(text))
 
 
 def plain_reasons(reason: str, options: Sequence[OptionView], abstained: int) -> list[Markup]:
