@@ -63,7 +63,7 @@ def test_an_interrupted_decide_says_how_to_resume_and_resumes_identically(
     )
     assert proc.returncode == 130, proc.stderr
     journal = tmp_path / "cut.sqlite"
-    expected = f"interrupted: resume with dissensus runs resume R --journal {journal}"
+    expected = f"interrupted: resume with dissensus runs resume R --journal {journal} --json"
     assert proc.stderr.strip().splitlines()[-1] == expected
     assert "Traceback" not in proc.stderr
     with Journal(journal) as j:

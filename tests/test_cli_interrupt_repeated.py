@@ -159,8 +159,10 @@ def test_a_signal_after_the_resume_line_does_not_say_it_again(
 
     said = decide.said_interrupted
 
-    def said_then_signalled(journal: Journal, run_id: str, output: str | None = None) -> int:
-        code = said(journal, run_id, output)
+    def said_then_signalled(
+        journal: Journal, run_id: str, output: str | None = None, json_out: bool = False
+    ) -> int:
+        code = said(journal, run_id, output, json_out)
         signal.raise_signal(signal.SIGTERM)
         return code
 
@@ -175,4 +177,6 @@ def test_a_signal_after_the_resume_line_does_not_say_it_again(
     res = cli(*argv)
     lines = [x for x in res.err.splitlines() if not x.startswith(("rejected", "error"))]
     assert res.code == 130, res.err
-    assert lines == [f"interrupted: resume with dissensus runs resume R --journal {j}"], res.err
+    assert lines == [f"interrupted: resume with dissensus runs resume R --journal {j} --json"], (
+        res.err
+    )

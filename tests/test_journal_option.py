@@ -129,7 +129,9 @@ def test_a_deadlines_message_ends_with_its_resume_command(
               "--journal", path, "--run-id", "D")  # fmt: skip
     assert res.code == 1, res.err
     command = res.err.strip().split("finish it with: ", 1)[1]
-    assert shlex.split(command) == ["dissensus", "runs", "resume", "D", "--journal", str(path)]
+    assert shlex.split(command) == [
+        "dissensus", "runs", "resume", "D", "--journal", str(path), "--json"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -227,3 +227,23 @@ def test_release_says_what_it_released(tmp_path: Path) -> None:
     assert code == 0 and json.loads(out) == {"review_id": review_id, "released": False}
     with Journal(path) as journal:
         assert journal.current_claim(review_id) is None
+
+
+def test_cli_resolve_reads_an_option_typed_as_review_show_prints_it(tmp_path: Path) -> None:
+    """``--decision 'yes\\x20'``, as ``review show`` prints the option ``yes ``, journalled
+    a third answer outside the options; it is the option ``yes `` now."""
+    path = tmp_path / "j.sqlite"
+    with Journal(path) as journal:
+        got = decide(as_panel(panel("ws", ["yes", "yes ", "yes", "yes "])), POLICY, journal=journal)
+    assert got.review_id is not None
+    shown = run_cli("review", "show", got.review_id, "--journal", path, env=_env())
+    assert "yes\\x20" in shown.stdout, shown.stdout
+    done = run_cli(
+        "review", "resolve", got.review_id, "--decision", "yes\\x20", "--note", "n",
+        "--journal", path, env=_env(DISSENSUS_REVIEWER="alice"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "none of the case's options" not in done.stderr
+    with Journal(path) as journal:
+        record = find_item(journal, got.review_id).resolution
+        assert record is not None and record.decision == "yes "

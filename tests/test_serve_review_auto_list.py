@@ -117,3 +117,24 @@ async def test_the_queue_page_reads_each_runs_start_once(
         for _ in range(3):
             assert (await client.get("/review")).status_code == 200
     assert sum(starts) == 4, starts  # every start read once, by the first page
+
+
+async def test_a_listed_case_the_journal_no_longer_holds_reads_the_list_again(
+    tmp_path: Path,
+) -> None:
+    """A case the desk remembers but the journal no longer holds (a journal restored from
+    a backup): the list of automatic decisions answered 404 ("no case ... no run ...")
+    until the server restarted; it now reads the journal's records again."""
+    await _decide(tmp_path, "r0")
+    quiet = tmp_path / "no-audits.yaml"
+    async with client_for(settings(tmp_path, policy=str(quiet))) as client:
+        await login(client, "rev")
+        assert (await client.get("/review?status=automatic")).status_code == 200
+        desk = client._transport.app.state.service.desk  # type: ignore[attr-defined]
+        with desk._records_lock:
+            desk._records.auto[("gone", 1)] = "1"
+            desk._runs["gone"] = ("0000", RUN_KIND)
+        page = await client.get("/review?status=automatic")
+        assert page.status_code == 200, page.text[:300]
+        assert "gone.1" not in page.text and "r0-a" in page.text
+        assert ("gone", 1) not in desk._records.auto

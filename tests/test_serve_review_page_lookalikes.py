@@ -192,3 +192,69 @@ async def test_a_blank_option_picked_is_refused_saying_why(tmp_path: Path) -> No
         refused = await client.post(f"/review/case/{review_id}/resolve", data=sent)
     assert refused.status_code == 422
     assert "white space only" in refused.text and "pick an option (1-9)" not in refused.text
+
+
+async def test_a_question_keeps_its_no_break_spaces_where_options_escape_them(
+    tmp_path: Path,
+) -> None:
+    """A French question (``remboursement\\u00a0?``) read ``remboursement\\xa0?`` in the
+    queue and on the case page; only a decision, an option, an agent or a family shows
+    its blanks escaped."""
+    question = "Faut-il accorder le remboursement\u00a0?"
+    row = {
+        "id": "fr-1",
+        "meta": {"question": question},
+        "outputs": [
+            {"agent": f"a{i}", "decision": d, "reasoning": "r", "family": f"f{i}"}
+            for i, d in enumerate(["oui", "oui", "non\u00a0!", "non\u00a0!"])
+        ],
+    }
+    async with client_for(settings(tmp_path)) as client:
+        run = (await client.post("/v1/decide", json=[row], headers=auth("sub"))).json()
+        (record,) = run["records"]
+        assert record["action"] == "escalate", record
+        await login(client, "rev")
+        queue = html.unescape((await client.get("/review")).text)
+        page = (await client.get(f"/review/case/{record['review_id']}")).text
+    assert question in queue and "\\xa0" not in queue
+    assert question in html.unescape(page)
+    assert _options(page)["non\u00a0!"] == "non\\xa0!"
+
+
+async def test_an_option_typed_as_the_page_shows_it_is_that_option(tmp_path: Path) -> None:
+    """``yes\\x20`` typed into the "other answer" box, as the page shows the option
+    ``yes ``, journalled a third answer ``yes\\x20`` outside the options; it is the option
+    ``yes `` now."""
+    row = {
+        "id": "typed-shown",
+        "meta": {"question": "Approve?"},
+        "outputs": [
+            {"agent": f"a{i}", "decision": d, "reasoning": "r", "family": f"f{i}"}
+            for i, d in enumerate(["yes", "yes", "yes ", "yes "])
+        ],
+    }
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run = (await client.post("/v1/decide", json=[row], headers=auth("sub"))).json()
+        (record,) = run["records"]
+        assert record["action"] == "escalate", record
+        await login(client, "rev")
+        page = (await client.get(f"/review/case/{record['review_id']}")).text
+        assert _options(page)["yes "] == "yes\\x20"
+        sha = re.search(r'name="content_sha256" value="([0-9a-f]{64})"', page)
+        assert sha is not None
+        done = await client.post(
+            f"/review/case/{record['review_id']}/resolve",
+            data={
+                "other": "yes\\x20",
+                "note": "typed as shown",
+                "csrf": csrf_of(page),
+                "content_sha256": sha.group(1),
+            },
+        )
+        assert done.status_code == 303, done.text
+    with Journal(s.journal) as journal:
+        resolved = journal.get(run["run_id"], "review/1/resolved")
+        assert resolved is not None
+        assert resolved.payload["decision"] == "yes "
+        assert resolved.payload.get("outside_options") in (None, False)

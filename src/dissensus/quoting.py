@@ -101,6 +101,7 @@ __all__ = [
     "quote_short",
     "quoted",
     "visible",
+    "visible_label",
     "visible_text",
     "with_lines",
 ]
@@ -149,8 +150,9 @@ def _code(code: int) -> str:
 def one_line(text: object) -> str:
     """``text`` as one line a reader must see: every character of :data:`INVISIBLE`
     escaped (newline and tab as ``\\n`` and ``\\t``), nothing interpreted: what a
-    page's short field shows (:func:`visible`), so that two different names never look
-    alike on a screen either."""
+    page's short field shows (:func:`visible`; a decision, an option, an agent or a
+    family escapes its blanks too, :func:`visible_label`), so that two different names
+    never look alike on a screen either."""
     return SHOWN_ESCAPED.sub(_escape_shown, str(text))
 
 
@@ -293,9 +295,9 @@ SHOWN_ESCAPED_ON_PAGE = re.compile(
     f"\\\\(?=[\\\\xuUnt{_SHOWS_NOTHING}]|\\s+\\Z|(?! )\\s)|[{_SHOWS_NOTHING}]"
     "|\\A\\s+|\\s+\\Z|(?! )\\s"
 )
-"""What :func:`visible` escapes: :data:`SHOWN_ESCAPED`, and whitespace at the start or
-end of the field and any whitespace but the space, written as an escape (``yes\\x20``,
-``\\x20\\x20``, ``a\\xa0b``), so that ``yes`` and ``yes `` never read alike."""
+"""What :func:`visible_label` escapes: :data:`SHOWN_ESCAPED`, and whitespace at the
+start or end of the field and any whitespace but the space, written as an escape
+(``yes\\x20``, ``\\x20\\x20``, ``a\\xa0b``), so that ``yes`` and ``yes `` never read alike."""
 
 
 def _escape_run(match: re.Match[str]) -> str:
@@ -309,9 +311,17 @@ def visible(text: object) -> str:
     """``text`` as a short field shows it on a page: every character of
     :data:`INVISIBLE` escaped (``a\\u200bb``, not ``ab``; newline and tab as ``\\n``
     and ``\\t``; a backslash that could be read as an escape's as ``\\\\``, see
-    :data:`SHOWN_ESCAPED`), and whitespace at either end or other than the space
-    (:data:`SHOWN_ESCAPED_ON_PAGE`: ``yes `` shows as ``yes\\x20``), everything else
-    as it is."""
+    :data:`SHOWN_ESCAPED`), everything else as it is (a no-break space in a question or
+    a note shows as one)."""
+    return SHOWN_ESCAPED.sub(_escape_shown, str(text))
+
+
+def visible_label(text: object) -> str:
+    """A decision, an option's id or label, an agent or a family as the review page and
+    ``dissensus review show`` show it: :func:`visible`, and whitespace at either end or
+    other than the space escaped too (:data:`SHOWN_ESCAPED_ON_PAGE`: ``yes `` shows as
+    ``yes\\x20``), since two options that differ only there must read apart. Other text
+    (a question, a note, a reason) is :func:`visible`: its no-break spaces are typography."""
     return SHOWN_ESCAPED_ON_PAGE.sub(_escape_run, str(text))
 
 

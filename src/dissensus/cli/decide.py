@@ -52,6 +52,15 @@ Choices this module makes:
 * A journal that goes away mid-run (a database restart, a lock held past the busy
   timeout) stops the run with one line naming the error and the resume command (exit
   1): every step written so far stays. A read-only or damaged journal is its own error.
+* Every resume command printed (an interrupt, a deadline, a journal lost mid-run, a Ray
+  worker that died) names the run's output as the run was given it
+  (:func:`output_option`): ``--output FILE`` shell-quoted from the path as it is, never
+  from the path as a message shows it (whitespace collapsed, escapes: ``a  b.jsonl``
+  read ``a b.jsonl``, and the resumed run wrote another file and said it succeeded), and
+  ``--json`` for a run that printed JSON. A path a terminal cannot show on one line (a
+  tab, a newline, a control character) is not printed: the line asks for it typed. The
+  command is written after the error's words, never through the message's whitespace
+  collapsing.
 * When every follow-up of a run failed and all for the same cause (an unreachable
   server, say), the summary says so in one line and the exit code is 1.
 * Records resolved by a human are emitted in their resolved form (basis ``human``),
@@ -114,6 +123,7 @@ from dissensus.cli.common import (
     count_lines,
     err_console,
     exit_for,
+    has_control,
     number_in,
     output_handle,
     progress_enabled,
@@ -141,6 +151,7 @@ from dissensus.cli.run_summary import (
     print_summary,
     shift_off_of,
 )
+from dissensus.errors import DissensusError
 
 
 class _EmbeddingProgress:
@@ -354,26 +365,49 @@ WorkersOpt = Annotated[
 ]
 
 
-def output_option(output: str | None) -> str:
-    """`` --output FILE`` (shell-quoted) of a resume command, for a run that wrote its
-    records into ``FILE``: without it the command shown resumes into a table on the
-    terminal, and ``FILE`` never gets the records it was asked for; empty otherwise.
-    ``--output -`` (the records on standard output) is named too: it is ``--json``."""
+def output_option(output: str | None, json_out: bool = False) -> str:
+    """`` --output FILE`` of a resume command, for a run that wrote its records into
+    ``FILE`` (`` --json`` for one that printed them as JSON): without it the command
+    shown resumes into a table on the terminal, and ``FILE`` never gets the records it
+    was asked for; empty otherwise. ``--output -`` (the records on standard output) is
+    named too: it is ``--json``. The path is shell-quoted as it is, never as a message
+    shows it (two spaces, a backslash or a tab shown otherwise would name another
+    file); one holding a character a terminal cannot show on one line (a control
+    character, a newline, a tab) is not printed: ``--output FILE`` says to type it."""
     if output is None:
-        return ""
-    return " --output " + shlex.quote(shown(output))
+        return " --json" if json_out else ""
+    if has_control(output):
+        return " --output FILE (type the output file's path: it holds a character a terminal cannot show)"
+    return " --output " + shlex.quote(output)
 
 
-def said_interrupted(journal: Journal, run_id: str, output: str | None = None) -> int:
+def said_interrupted(
+    journal: Journal, run_id: str, output: str | None = None, json_out: bool = False
+) -> int:
     """Name the resume command of the interrupted run ``run_id`` (with its ``--output``
-    file, as :func:`output_option` words it); the exit code."""
+    file or ``--json``, as :func:`output_option` words it); the exit code."""
     sys.stderr.write(
         "interrupted: resume with dissensus runs resume "
-        f"{run_id}{journal_option(journal.path)}{output_option(output)}\n"
+        f"{run_id}{journal_option(journal.path)}{output_option(output, json_out)}\n"
     )
     sys.stderr.flush()
     INTERRUPT_SAID.append(True)
     return EXIT_INTERRUPTED
+
+
+def said_resumable(exc: DissensusError, output: str | None, json_out: bool) -> int:
+    """The error line of a run stopped partial (its deadline, a Ray worker that died):
+    the error's words as a message shows them, then the resume command it names, with
+    its ``--output`` file or ``--json`` (:func:`output_option`), as it is (whitespace
+    never collapsed: the command is what gets copied); the exit code."""
+    text, resume = str(exc), str(getattr(exc, "resume", "") or "")
+    if resume and text.endswith(resume):
+        said = f"{shown_message(text[: -len(resume)])} {resume}"
+    else:
+        said = shown_message(text)
+    sys.stderr.write(f"error: {said}{output_option(output, json_out)}\n")
+    sys.stderr.flush()
+    return exc.exit_code
 
 
 def _said_unwritten(exc: OutputWriteError, journal: Journal, run_id: str) -> int:
@@ -469,7 +503,7 @@ def run_and_report(
 
             asyncio.run(decided())
     except Interrupted:
-        return said_interrupted(journal, run_id, output)
+        return said_interrupted(journal, run_id, output, json_out)
     except OutputWriteError as exc:
         return _said_unwritten(exc, journal, run_id)
     except DeadlineReached as exc:
@@ -478,11 +512,9 @@ def run_and_report(
         if not json_out and tally.n:
             with suppress(OutputWriteError):
                 print_summary(tally, sink.count, run_id, journal.path, len(duplicates))
-        if output is None:
-            raise
         # The records so far are in the output file: the command that finishes the run
         # writes them all there again, as the interrupt's line says it.
-        raise DeadlineReached(f"{exc}{output_option(output)}") from None
+        return said_resumable(exc, output, json_out)
     except BrokenPipeError:
         # Standard output was closed (``| head -1``): exit 0 as for every command, but the
         # run stopped with it, so the line that finishes it is not left unsaid.
@@ -501,10 +533,17 @@ def run_and_report(
         # step written so far stays, so the run is resumable once the journal is back.
         sys.stderr.write(
             f"error: {shown_message(exc)}; the run stopped: resume it with "
-            f"dissensus runs resume {run_id}{journal_option(journal.path)}\n"
+            f"dissensus runs resume {run_id}{journal_option(journal.path)}"
+            f"{output_option(output, json_out)}\n"
         )
         sys.stderr.flush()
         return exc.exit_code
+    except DissensusError as exc:
+        if not getattr(exc, "resume", None):
+            raise
+        # A run stopped partial another way (a Ray worker that died on every attempt):
+        # its line names the resume command, with the output as the deadline's does.
+        return said_resumable(exc, output, json_out)
     checked = journal.get(run_id, "run/shift")
     shift = checked.payload if checked is not None else None
     watched = None if replayed else _watched(journal, run_id, shift_every)
@@ -712,6 +751,8 @@ def decide_cmd(
         except KeyboardInterrupt:  # a signal after the run began, before it is decided
             # (once: a signal after the run said it stopped only ends the command)
             code = (
-                EXIT_INTERRUPTED if INTERRUPT_SAID else said_interrupted(store, info.run_id, output)
+                EXIT_INTERRUPTED
+                if INTERRUPT_SAID
+                else said_interrupted(store, info.run_id, output, json_out)
             )
     raise typer.Exit(code=code)

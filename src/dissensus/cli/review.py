@@ -68,7 +68,7 @@ from dissensus.cli.common import (
 )
 from dissensus.errors import InputError
 from dissensus.quoting import quote_short
-from dissensus.quoting import visible as field
+from dissensus.quoting import visible_label as field
 
 if TYPE_CHECKING:
     pass
@@ -472,6 +472,15 @@ def review_claim(
     raise typer.Exit(code=EXIT_OK)
 
 
+def _as_shown(decision: str, options: list[str]) -> str:
+    """``decision`` as the option it names when typed as ``review show`` prints it
+    (``yes\\x20`` for the option ``yes ``), else as given."""
+    if decision in options or decision.strip() in options:
+        return decision
+    named = [o for o in options if field(o) == decision.strip()]
+    return named[0] if len(named) == 1 else decision
+
+
 @review_app.command("resolve")
 def review_resolve(
     review_id: Annotated[str, typer.Argument(help="Review id (<run>.<line>).")],
@@ -506,6 +515,7 @@ def review_resolve(
     who = reviewer_name(reviewer)
     with opened_journal(journal) as store:
         options = find_item(store, review_id).item.shown_options()
+        decision = _as_shown(decision, options)
         record = resolve(
             store,
             review_id,

@@ -576,5 +576,9 @@ def _resume(
             )
         except KeyboardInterrupt:  # a signal before the run's loop took it over (or
             # after it said it stopped: said once)
-            code = EXIT_INTERRUPTED if INTERRUPT_SAID else said_interrupted(store, run_id, output)
+            code = (
+                EXIT_INTERRUPTED
+                if INTERRUPT_SAID
+                else said_interrupted(store, run_id, output, json_out)
+            )
     return code

@@ -229,6 +229,11 @@ class RunBusy(ConfigError):
 class DeadlineReached(DissensusError):
     """The run's wall-clock deadline passed; the run stopped partial and is resumable (exit 1)."""
 
+    def __init__(self, message: str, *, resume: str = "") -> None:
+        super().__init__(message)
+        self.resume = resume
+        """The resume command the message ends with (a command line words it whole)."""
+
 
 class RunFinishedError(DissensusError):
     """Something of a run's execution was about to be appended after its ``run.finished``
@@ -678,11 +683,12 @@ async def execute_run(
             for record in _commit(journal, run_id, block, counts, on_reject):
                 yield record
             _stopped(journal, run_id, limit or 0.0, counts["cases"])
+            resume = f"dissensus runs resume {run_id}{journal_option(journal.path)}"
             raise DeadlineReached(
                 f"run {run_id}: deadline of {limit:g} s reached after {counts['cases']} case(s); "
                 # No quotes around the command: journal_option shell-quotes the path.
-                f"the run is partial, finish it with: "
-                f"dissensus runs resume {run_id}{journal_option(journal.path)}"
+                f"the run is partial, finish it with: {resume}",
+                resume=resume,
             ) from None
         finally:
             if feed is not None:

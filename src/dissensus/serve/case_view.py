@@ -46,7 +46,9 @@ Choices this module makes:
 * **A typed answer naming an option** (:func:`options_named`): the answer a reviewer
   types is read as an option when, once trimmed of white space, it is that option's id
   or its label, first exactly (the id as given, white space included, since an agent's
-  decision may end in a space; then the id, then the label), then ignoring case
+  decision may end in a space; then the id, then the label), then as the page shows it
+  (:func:`~dissensus.quoting.visible_label`: ``yes\\x20`` typed as read names the option
+  ``yes ``, never a third answer), then ignoring case
   (:meth:`str.casefold`: a reviewer typing ``output (a)`` or ``YES`` means the option
   labelled ``Output (a)`` or the option ``yes``). An exact id always wins; an answer
   naming several options (two options labelled alike) names them all, for the caller to
@@ -70,7 +72,7 @@ from typing import Any, Literal
 from markupsafe import Markup, escape
 
 from dissensus.cases import CaseMessage, CaseSpec, asked_question, conversation, shown_order
-from dissensus.quoting import visible
+from dissensus.quoting import visible_label
 
 __all__ = [
     "EXACT_DIFF_WORDS",
@@ -210,6 +212,9 @@ def options_named(answer: str, options: Sequence[OptionView]) -> list[str]:
     exact = [o.id for o in options if o.label == text]
     if exact:
         return exact
+    shown = [o.id for o in options if text in (visible_label(o.id), visible_label(o.label))]
+    if shown:
+        return list(dict.fromkeys(shown))
     folded = text.casefold()
     return [o.id for o in options if folded in (o.id.casefold(), o.label.casefold())]
 
@@ -334,7 +339,7 @@ def _isolated(text: str) -> Markup:
     """``text`` (an agent's or a panel's) escaped and set apart in ``<bdi>``: its
     direction cannot reorder the sentence around it; the characters that show as
     nothing, bidi controls included, are shown escaped (``\\u200b``)."""
-    return Markup("<bdi>{}</bdi>").format(visible(text))
+    return Markup("<bdi>{}</bdi>").format(visible_label(text))
 
 
 def plain_reasons(reason: str, options: Sequence[OptionView], abstained: int) -> list[Markup]:

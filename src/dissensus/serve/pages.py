@@ -151,7 +151,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from dissensus.acceptance.monitor import target_words
 from dissensus.errors import DissensusError
 from dissensus.io.limits import MAX_FIELD_CHARS
-from dissensus.quoting import visible, visible_text
+from dissensus.quoting import visible, visible_label, visible_text
 from dissensus.serve import journal_errors
 from dissensus.serve.auth import LOCAL, Principal, allows
 from dissensus.serve.case_view import OptionView, word_diff
@@ -219,6 +219,15 @@ def _lines(value: Any) -> Markup:
     return escape(visible_text("" if value is None else value))
 
 
+def _label(value: Any) -> Any:
+    """A decision, an option's id or label, an agent or a family
+    (``{{ (o.label)|label }}``): escaped as :func:`dissensus.quoting.visible_label`
+    escapes it (``yes `` reads ``yes\\x20``), then HTML-escaped; ``None`` as nothing."""
+    if value is None or isinstance(value, Markup):
+        return value
+    return escape(visible_label(value))
+
+
 _env = Environment(
     loader=FileSystemLoader(HERE / "templates"),
     autoescape=select_autoescape(["html"]),
@@ -226,6 +235,7 @@ _env = Environment(
     finalize=_visible,
 )
 _env.filters["lines"] = _lines
+_env.filters["label"] = _label
 # A target precision as every door words it: 0.90, 0.975, 0.999 (never 1.00).
 _env.filters["target"] = target_words
 
@@ -460,10 +470,10 @@ def _decided(request: Request, text: str, exc: AlreadyResolved | AlreadyConfirme
         labels = desk.labels(exc.ref, audit=True)
     label = labels.get(exc.decision, exc.decision)
     named = (
-        Markup("<bdi>{}</bdi>").format(visible(label))
+        Markup("<bdi>{}</bdi>").format(visible_label(label))
         if label == exc.decision
         else Markup("<bdi>{}</bdi>, option <bdi>{}</bdi>").format(
-            visible(label), visible(exc.decision)
+            visible_label(label), visible_label(exc.decision)
         )
     )
     return _timed(text[: -len(tail)], exc.at) + Markup(" (decision {})").format(named)

@@ -318,6 +318,15 @@ def next_auto(request: Request, view: QueueView, me: str) -> str | None:
     """The first automatic decision left in ``view``'s list (its run, search and order)
     that nobody else holds."""
     desk = service_of(request).desk
+    try:
+        return _next_auto(request, view, me)
+    except UnknownItem:  # a listed case the journal no longer holds (restored): read again
+        desk.forget()
+        return _next_auto(request, view, me)
+
+
+def _next_auto(request: Request, view: QueueView, me: str) -> str | None:
+    desk = service_of(request).desk
     for ref in unclaimed(request, listed(auto_refs(request, view.run or None), view), me):
         case = desk.auto_case(ref)
         if matches(view, question_of(case.panel), case.record.id):

@@ -20,6 +20,11 @@ class WorkerDied(DissensusError):
     """A block's Ray worker died on each of the block's :data:`MAX_ATTEMPTS` attempts:
     the run stopped, partial and resumable (exit 1)."""
 
+    def __init__(self, message: str, *, resume: str = "") -> None:
+        super().__init__(message)
+        self.resume = resume
+        """The resume command the message ends with (``decide`` adds its output)."""
+
 
 class _Deaths:
     """How many times each block's worker died in this invocation, against the block's
@@ -46,13 +51,15 @@ def _worker_died(
     first, last = block.first_line, block.last_line
     lines = f"input line {first}" if first == last else f"input lines {first}-{last}"
     where = "" if name == "-" else f" of {name}"
+    resume = f"dissensus runs resume {run_id}{journal_option(journal) if journal else ''}"
     return WorkerDied(
         f"run {run_id}: the Ray worker deciding {lines}{where} (block {block.index}) died "
         f"{times} time{'s' if times != 1 else ''} ({_death_cause(error)}); the run stopped "
         "and its journalled steps stay: once what kills the worker is fixed (its memory, "
         "its start), finish the run (a panel of those lines that kills every worker "
         "needs a new run without it: a run's input cannot change) with: "
-        f"dissensus runs resume {run_id}{journal_option(journal) if journal else ''}"
+        f"{resume}",
+        resume=resume,
     )
 
 

@@ -50,7 +50,7 @@ from dissensus.pipeline.records import Resolution, ReviewItem
 from dissensus.serve.acceptance import monitor_rows
 from dissensus.serve.blind_audits import blind_audit, open_audit_refs
 from dissensus.serve.case_view import option_views
-from dissensus.serve.journal_adapter import AutoCase, ClaimInfo, question_of
+from dissensus.serve.journal_adapter import AutoCase, ClaimInfo, UnknownItem, question_of
 from dissensus.serve.pages import Reviewer, render, require_login, service_of
 from dissensus.serve.queue_view import (
     QUEUE_ROWS,
@@ -175,8 +175,17 @@ def _auto_rows(request: Request, view: QueueView, start: int) -> Listing[AutoRow
         case = desk.auto_case(ref)
         return AutoRow(case=case, question=question_of(case.panel) or None)
 
-    refs = listed(auto_refs(request, view.run or None), view)
-    got = _matching(refs, row, lambda r: f"{r.question or ''} {r.case.record.id}", view.q, start)
+    def rows() -> Listing[AutoRow]:
+        refs = listed(auto_refs(request, view.run or None), view)
+        return _matching(
+            refs, row, lambda r: f"{r.question or ''} {r.case.record.id}", view.q, start
+        )
+
+    try:
+        got = rows()
+    except UnknownItem:  # a listed case the journal no longer holds (restored): read again
+        desk.forget()
+        got = rows()
     claims = desk.live_claims([r.case.ref for r in got.rows])
     return replace(got, rows=[replace(r, claim=claims.get(r.case.ref)) for r in got.rows])
 
