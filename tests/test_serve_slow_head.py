@@ -34,11 +34,12 @@ def _read_all(sock: socket.socket, seconds: float) -> tuple[bytes, float]:
     return data, time.monotonic() - started
 
 
-@pytest.fixture
-def server(tmp_path: Path):  # type: ignore[no-untyped-def]
-    proc, base = start_server(
-        tmp_path, str(tmp_path / "j.sqlite"), extra_args=("--timeout", str(TIMEOUT_S))
-    )
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """One server for the module's tests: each opens its own connections, closed (by the
+    server or by the test) before it ends, and none changes the server's settings."""
+    tmp = tmp_path_factory.mktemp("slow-head")
+    proc, base = start_server(tmp, str(tmp / "j.sqlite"), extra_args=("--timeout", str(TIMEOUT_S)))
     try:
         yield base
     finally:
