@@ -626,7 +626,7 @@ async def test_a_lock_the_journal_refused_is_given_back_once_it_is_back_unasked(
     from dissensus.serve import run_faults
     from serve_helpers import client_for, settings
 
-    monkeypatch.setattr(run_faults, "GIVE_BACK_EVERY", 0.05)
+    monkeypatch.setattr(run_faults, "GIVE_BACK_EVERY", 0.02)
     faults = _Faults(monkeypatch, journal_target, reads_fail=True, locks_fail=True)
     async with client_for(settings(tmp_path, journal=journal_target)) as client:
         faults.arm()
@@ -635,17 +635,17 @@ async def test_a_lock_the_journal_refused_is_given_back_once_it_is_back_unasked(
         )
         assert res.status_code == 503, res.text
         run_id = res.json()["run_id"]
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.15)
         assert faults.refused > 1  # tried again while the journal was down
         faults.heal()
-        for _ in range(200):
+        for _ in range(500):
             if run_id in faults.given:
                 break
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.02)
         assert faults.given == [run_id]
         assert _holder_pid(journal_target, run_id) is None
         refused = faults.refused
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.15)
         assert (faults.refused, faults.given) == (refused, [run_id])  # and tried no more
 
 
