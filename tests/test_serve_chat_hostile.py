@@ -1,9 +1,10 @@
 """``POST /v1/chat/completions`` and ``GET /v1/cases/{id}`` against hostile or odd requests.
 
 Through the whole service (``create_app``, its middleware and lifespan) on an in-process
-ASGI client, with ``scripted:`` members whose calls are counted: every refusal is
-OpenAI's error body with the documented status, is given before any member is asked,
-and logs no traceback. Nulls OpenAI accepts are "not given"; ``stream`` is a boolean.
+ASGI client (one per module for the tests that change none of its settings), with
+``scripted:`` members whose calls are counted: every refusal is OpenAI's error body with
+the documented status, is given before any member is asked, and logs no traceback. Nulls
+OpenAI accepts are "not given"; ``stream`` is a boolean.
 """
 
 from __future__ import annotations
@@ -93,18 +94,34 @@ class _Counted:
 
 
 class Service:
+    """A service and its client; ``calls`` and ``runs()`` count from ``since()`` on."""
+
     def __init__(self, http: httpx.AsyncClient, app: Any, journal: Path) -> None:
         self.http = http
         self.app = app
         self.journal = journal
+        self._calls_before = 0
+        self._runs_before = 0
+
+    def since(self) -> Service:
+        """The same service, its members' calls and journalled runs counted from now."""
+        view = Service(self.http, self.app, self.journal)
+        view._calls_before, view._runs_before = self._all_calls(), self._all_runs()
+        return view
+
+    def _all_calls(self) -> int:
+        return sum(b.calls for b in self.app.state.chat.members.backends.values())
+
+    def _all_runs(self) -> int:
+        with Journal(str(self.journal)) as journal:
+            return len(journal.runs())
 
     @property
     def calls(self) -> int:
-        return sum(b.calls for b in self.app.state.chat.members.backends.values())
+        return self._all_calls() - self._calls_before
 
     def runs(self) -> int:
-        with Journal(str(self.journal)) as journal:
-            return len(journal.runs())
+        return self._all_runs() - self._runs_before
 
     async def post(self, body: Any, **kwargs: Any) -> httpx.Response:
         content = body if isinstance(body, str | bytes) else json.dumps(body)
@@ -130,6 +147,19 @@ async def service(world: Path, tmp: Path, **settings: Any) -> AsyncIterator[Serv
     client = httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1")
     async with app.router.lifespan_context(app), client as http:
         yield Service(http, app, journal)
+
+
+@pytest.fixture(scope="module")
+async def shared(world: Path, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Service]:
+    """One service of the default settings for the module's tests that change neither
+    its settings nor anything but its journal (each counts its own calls and runs)."""
+    async with service(world, tmp_path_factory.mktemp("shared")) as svc:
+        yield svc
+
+
+@pytest.fixture
+def svc(shared: Service) -> Service:
+    return shared.since()
 
 
 @pytest.fixture
@@ -175,35 +205,32 @@ def _nested(depth: int) -> str:
     ids=["top-level", "in-an-extra-field", "deeper-than-64", "objects"],
 )
 async def test_deeply_nested_json_is_a_400(
-    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, body: str
+    svc: Service, quiet: pytest.LogCaptureFixture, body: str
 ) -> None:
-    async with service(world, tmp_path) as svc:
-        got = await svc.post(body)
-        error = _openai_error(got, 400)
-        assert error["type"] == "invalid_request_error"
-        assert "nested deeper than 64" in error["message"]
-        assert svc.calls == 0
+    got = await svc.post(body)
+    error = _openai_error(got, 400)
+    assert error["type"] == "invalid_request_error"
+    assert "nested deeper than 64" in error["message"]
+    assert svc.calls == 0
 
 
 async def test_json_nested_within_the_bound_is_read(
-    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+    svc: Service, quiet: pytest.LogCaptureFixture
 ) -> None:
     body = json.dumps(_ask())[:-1] + ', "extra": ' + _nested(60) + "}"
-    async with service(world, tmp_path) as svc:
-        got = await svc.post(body)
-        assert got.status_code == 200, got.text
+    got = await svc.post(body)
+    assert got.status_code == 200, got.text
 
 
 @pytest.mark.parametrize("field", ["seed", "extra", "max_tokens"])
 async def test_an_integer_of_too_many_digits_is_a_400(
-    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, field: str
+    svc: Service, quiet: pytest.LogCaptureFixture, field: str
 ) -> None:
     body = json.dumps(_ask())[:-1] + f', "{field}": 1' + "0" * 4_400 + "}"
-    async with service(world, tmp_path) as svc:
-        got = await svc.post(body)
-        error = _openai_error(got, 400)
-        assert "integer of more than 4300 digits" in error["message"]
-        assert svc.calls == 0
+    got = await svc.post(body)
+    error = _openai_error(got, 400)
+    assert "integer of more than 4300 digits" in error["message"]
+    assert svc.calls == 0
 
 
 # -- 3: a chunked body over --max-body-bytes -----------------------------------------
@@ -241,34 +268,32 @@ async def test_a_chunked_body_over_the_limit_is_a_413(
     ids=["one-field", "second-message", "joined-parts", "many-messages", "whole-record"],
 )
 async def test_messages_over_the_pipelines_bounds_are_a_413_before_any_member(
-    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, messages: list[Any]
+    svc: Service, quiet: pytest.LogCaptureFixture, messages: list[Any]
 ) -> None:
-    async with service(world, tmp_path) as svc:
-        got = await svc.post({"model": "m", "messages": messages})
-        error = _openai_error(got, 413)
-        assert (error["type"], error["code"], error["param"]) == (
-            "invalid_request_error",
-            "request_too_large",
-            "messages",
-        )
-        assert str(MAX_FIELD_CHARS) in error["message"] or str(MAX_PANEL_CHARS) in error["message"]
-        assert svc.calls == 0 and svc.runs() == 0
+    got = await svc.post({"model": "m", "messages": messages})
+    error = _openai_error(got, 413)
+    assert (error["type"], error["code"], error["param"]) == (
+        "invalid_request_error",
+        "request_too_large",
+        "messages",
+    )
+    assert str(MAX_FIELD_CHARS) in error["message"] or str(MAX_PANEL_CHARS) in error["message"]
+    assert svc.calls == 0 and svc.runs() == 0
 
 
 async def test_more_messages_than_the_limit_is_a_400_before_any_member(
-    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+    svc: Service, quiet: pytest.LogCaptureFixture
 ) -> None:
     """Empty messages hold no text, so the character bounds alone let 65,000 through."""
     messages = [{"role": "user", "content": ""}] * (MAX_MESSAGES + 1)
-    async with service(world, tmp_path) as svc:
-        got = await svc.post({"model": "m", "messages": messages})
-        error = _openai_error(got, 400)
-        assert error["param"] == "messages" and str(MAX_MESSAGES) in error["message"]
-        assert svc.calls == 0 and svc.runs() == 0
+    got = await svc.post({"model": "m", "messages": messages})
+    error = _openai_error(got, 400)
+    assert error["param"] == "messages" and str(MAX_MESSAGES) in error["message"]
+    assert svc.calls == 0 and svc.runs() == 0
 
 
 async def test_more_content_parts_than_the_limit_is_a_400_before_any_is_validated(
-    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+    svc: Service, quiet: pytest.LogCaptureFixture
 ) -> None:
     """Content parts were unbounded but by the body's size: 250,000 one-letter parts
     were validated (0.8 s holding the interpreter) before the character bound refused
@@ -276,23 +301,21 @@ async def test_more_content_parts_than_the_limit_is_a_400_before_any_is_validate
     part = {"type": "text", "text": "a"}
     one = [{"role": "user", "content": [part] * (MAX_CONTENT_PARTS + 1)}]
     spread = [{"role": "user", "content": [part] * 8}] * (MAX_CONTENT_PARTS // 8 + 1)
-    async with service(world, tmp_path) as svc:
-        for messages in (one, spread):
-            got = await svc.post({"model": "m", "messages": messages})
-            error = _openai_error(got, 400)
-            assert error["param"] == "messages" and str(MAX_CONTENT_PARTS) in error["message"]
-        fine = [{"role": "user", "content": [part] * MAX_CONTENT_PARTS}]
-        assert (await svc.post({"model": "m", "messages": fine})).status_code == 200
-        assert svc.calls == 3 and svc.runs() == 1
+    for messages in (one, spread):
+        got = await svc.post({"model": "m", "messages": messages})
+        error = _openai_error(got, 400)
+        assert error["param"] == "messages" and str(MAX_CONTENT_PARTS) in error["message"]
+    fine = [{"role": "user", "content": [part] * MAX_CONTENT_PARTS}]
+    assert (await svc.post({"model": "m", "messages": fine})).status_code == 200
+    assert svc.calls == 3 and svc.runs() == 1
 
 
 async def test_a_message_of_exactly_the_field_bound_is_decided(
-    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+    svc: Service, quiet: pytest.LogCaptureFixture
 ) -> None:
-    async with service(world, tmp_path) as svc:
-        got = await svc.post(_ask("q" * MAX_FIELD_CHARS))
-        assert got.status_code == 200, got.text
-        assert svc.calls == 3
+    got = await svc.post(_ask("q" * MAX_FIELD_CHARS))
+    assert got.status_code == 200, got.text
+    assert svc.calls == 3
 
 
 async def test_a_member_answer_over_the_field_bound_is_a_failed_member(
@@ -321,7 +344,7 @@ async def test_a_member_answer_over_the_field_bound_is_a_failed_member(
 
 
 async def test_a_panel_over_the_record_bound_after_the_answers_is_a_502(
-    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+    svc: Service, quiet: pytest.LogCaptureFixture
 ) -> None:
     # The request alone is within every bound (its last user message again as
     # meta.question); with member c's long answer (twice in the panel: its text and its
@@ -331,12 +354,11 @@ async def test_a_panel_over_the_record_bound_after_the_answers_is_a_502(
     messages = [{"role": "user", "content": text}] * 9 + [{"role": "user", "content": last}]
     own = 9 * (len(text) + 4) + 2 * len(last) + 4
     assert own < MAX_PANEL_CHARS < own + 2 * len(WORDY)
-    async with service(world, tmp_path) as svc:
-        got = await svc.post({"model": "m", "messages": messages})
-        error = _openai_error(got, 502)
-        assert (error["type"], error["code"]) == ("server_error", "panel_too_large")
-        assert f"at most {MAX_PANEL_CHARS} per record" in error["message"]
-        assert svc.calls == 3 and svc.runs() == 0
+    got = await svc.post({"model": "m", "messages": messages})
+    error = _openai_error(got, 502)
+    assert (error["type"], error["code"]) == ("server_error", "panel_too_large")
+    assert f"at most {MAX_PANEL_CHARS} per record" in error["message"]
+    assert svc.calls == 3 and svc.runs() == 0
 
 
 # -- 5: case ids ---------------------------------------------------------------------
@@ -428,29 +450,27 @@ async def test_a_case_id_is_read_as_every_door_reads_a_case_reference(
 
 @pytest.mark.parametrize("value", ["true", 1, "yes", 0, "false", [], {}])
 async def test_stream_must_be_a_boolean(
-    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, value: Any
+    svc: Service, quiet: pytest.LogCaptureFixture, value: Any
 ) -> None:
-    async with service(world, tmp_path) as svc:
-        got = await svc.post(_ask(stream=value))
-        error = _openai_error(got, 400)
-        assert (error["type"], error["param"]) == ("invalid_request_error", "stream")
-        assert svc.calls == 0
+    got = await svc.post(_ask(stream=value))
+    error = _openai_error(got, 400)
+    assert (error["type"], error["param"]) == ("invalid_request_error", "stream")
+    assert svc.calls == 0
 
 
 @pytest.mark.parametrize(("value", "streamed"), [(True, True), (False, False), (None, False)])
 async def test_stream_follows_the_validated_request(
-    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, value: Any, streamed: bool
+    svc: Service, quiet: pytest.LogCaptureFixture, value: Any, streamed: bool
 ) -> None:
-    async with service(world, tmp_path) as svc:
-        got = await svc.post(_ask(stream=value))
-        assert got.status_code == 200, got.text
-        kind = got.headers["content-type"]
-        if streamed:
-            assert kind.startswith("text/event-stream")
-            assert got.text.rstrip().endswith("data: [DONE]")
-        else:
-            assert kind.startswith("application/json")
-            assert got.json()["object"] == "chat.completion"
+    got = await svc.post(_ask(stream=value))
+    assert got.status_code == 200, got.text
+    kind = got.headers["content-type"]
+    if streamed:
+        assert kind.startswith("text/event-stream")
+        assert got.text.rstrip().endswith("data: [DONE]")
+    else:
+        assert kind.startswith("application/json")
+        assert got.json()["object"] == "chat.completion"
 
 
 @pytest.mark.parametrize(
@@ -469,23 +489,17 @@ async def test_stream_follows_the_validated_request(
         "stream_options",
     ],
 )
-async def test_null_is_not_given(
-    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, field: str
-) -> None:
-    async with service(world, tmp_path) as svc:
-        got = await svc.post(_ask(**{field: None}))
-        assert got.status_code == 200, got.text
-        assert got.json()["object"] == "chat.completion"
+async def test_null_is_not_given(svc: Service, quiet: pytest.LogCaptureFixture, field: str) -> None:
+    got = await svc.post(_ask(**{field: None}))
+    assert got.status_code == 200, got.text
+    assert got.json()["object"] == "chat.completion"
 
 
-async def test_all_nulls_together(
-    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
-) -> None:
+async def test_all_nulls_together(svc: Service, quiet: pytest.LogCaptureFixture) -> None:
     fields = ["stream", "n", "temperature", "seed", "max_tokens", "max_completion_tokens"]
-    async with service(world, tmp_path) as svc:
-        got = await svc.post(_ask(**dict.fromkeys(fields)))
-        assert got.status_code == 200, got.text
-        assert svc.calls == 3
+    got = await svc.post(_ask(**dict.fromkeys(fields)))
+    assert got.status_code == 200, got.text
+    assert svc.calls == 3
 
 
 async def test_the_services_max_field_chars_holds_for_chat_messages(
@@ -513,12 +527,11 @@ async def test_the_services_max_field_chars_holds_for_chat_messages(
     ids=["logprobs", "top_logprobs", "audio-modality", "audio"],
 )
 async def test_what_a_panel_cannot_honour_is_refused_not_ignored(
-    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, extra: dict[str, Any]
+    svc: Service, quiet: pytest.LogCaptureFixture, extra: dict[str, Any]
 ) -> None:
-    async with service(world, tmp_path) as svc:
-        error = _openai_error(await svc.post(_ask(**extra)), 400)
-        assert error["param"] == next(iter(extra)), error
-        assert svc.calls == 0 and svc.runs() == 0
+    error = _openai_error(await svc.post(_ask(**extra)), 400)
+    assert error["param"] == next(iter(extra)), error
+    assert svc.calls == 0 and svc.runs() == 0
 
 
 @pytest.mark.parametrize(
@@ -526,12 +539,11 @@ async def test_what_a_panel_cannot_honour_is_refused_not_ignored(
     [{"logprobs": False}, {"top_logprobs": 0}, {"modalities": ["text"]}, {"logprobs": None}],
 )
 async def test_settings_a_panel_honours_anyway_are_read(
-    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, extra: dict[str, Any]
+    svc: Service, quiet: pytest.LogCaptureFixture, extra: dict[str, Any]
 ) -> None:
-    async with service(world, tmp_path) as svc:
-        got = await svc.post(_ask(**extra))
-        assert got.status_code == 200, got.text
-        assert got.json()["choices"][0]["logprobs"] is None
+    got = await svc.post(_ask(**extra))
+    assert got.status_code == 200, got.text
+    assert got.json()["choices"][0]["logprobs"] is None
 
 
 async def test_a_large_body_is_parsed_off_the_event_loop(

@@ -31,8 +31,10 @@ from typing import Any
 import httpx
 import pytest
 
-from dissensus.llm.base import BackendResponse
-from dissensus.panels import ChatError, Members, PanelChat
+from adding_members import body as _body
+from adding_members import members as _members
+from adding_members import section as _section
+from dissensus.panels import ChatError, PanelChat
 from dissensus.pipeline import CaseRecord
 from dissensus.pipeline.policy import policy_from_dict
 from dissensus.serve import ServeSettings, create_app
@@ -41,44 +43,7 @@ from serve_helpers import auth, write_tokens
 
 pytestmark = pytest.mark.anyio
 
-NAMES = ["m1", "m2", "m3"]
 BUSY_TIMEOUT_S = "0.3"
-
-
-class Adding:
-    """A member answering with the sum of the numbers in the last message."""
-
-    provider = "test"
-    model_id = "adding"
-
-    async def send(self, request: Any, *, json_mode: Any) -> BackendResponse:
-        total = sum(int(w) for w in request.messages[-1].content.split() if w.isdigit())
-        return BackendResponse(
-            text=json.dumps({"reasoning": f"Adding gives {total}.", "answer": str(total)}),
-            model="adding",
-            prompt_tokens=5,
-            completion_tokens=5,
-        )
-
-    async def aclose(self) -> None:
-        return None
-
-
-def _section(model: str = "scripted:x") -> dict[str, Any]:
-    return {
-        "answer": "number",
-        "members": [{"name": n, "model": model, "family": f"f{n}"} for n in NAMES],
-        "max_retries": 0,
-    }
-
-
-def _members() -> Members:
-    policy = policy_from_dict({"panel": _section()})
-    return Members(policy.panel, {n: Adding() for n in NAMES})
-
-
-def _body(question: str = "What is 3 plus 4 ?") -> dict[str, Any]:
-    return {"model": "dissensus-panel", "messages": [{"role": "user", "content": question}]}
 
 
 @contextmanager
@@ -661,7 +626,7 @@ async def test_a_lock_the_journal_refused_is_given_back_once_it_is_back_unasked(
     from dissensus.serve import run_faults
     from serve_helpers import client_for, settings
 
-    monkeypatch.setattr(run_faults, "GIVE_BACK_EVERY", 0.05)
+    monkeypatch.setattr(run_faults, "GIVE_BACK_EVERY", 0.02)
     faults = _Faults(monkeypatch, journal_target, reads_fail=True, locks_fail=True)
     async with client_for(settings(tmp_path, journal=journal_target)) as client:
         faults.arm()
@@ -670,17 +635,17 @@ async def test_a_lock_the_journal_refused_is_given_back_once_it_is_back_unasked(
         )
         assert res.status_code == 503, res.text
         run_id = res.json()["run_id"]
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.15)
         assert faults.refused > 1  # tried again while the journal was down
         faults.heal()
-        for _ in range(200):
+        for _ in range(500):
             if run_id in faults.given:
                 break
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.02)
         assert faults.given == [run_id]
         assert _holder_pid(journal_target, run_id) is None
         refused = faults.refused
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.15)
         assert (faults.refused, faults.given) == (refused, [run_id])  # and tried no more
 
 
@@ -969,15 +934,15 @@ async def test_a_keyed_request_after_a_fault_is_never_answered_with_another_requ
         """Replica A: another process on the same journal, the same key."""
         script = (
             "import asyncio, sys\n"
-            "from test_serve_chat_journal_faults import _body, _members, _section\n"
+            "from adding_members import body, members, section\n"
             "from dissensus.panels import PanelChat\n"
             "from dissensus.pipeline.policy import policy_from_dict\n"
             "from dissensus.store.journal import Journal\n"
             "async def main():\n"
-            "    policy = policy_from_dict({'reading': {'similarity': 'tfidf'}, 'panel': _section()})\n"
+            "    policy = policy_from_dict({'reading': {'similarity': 'tfidf'}, 'panel': section()})\n"
             "    with Journal(sys.argv[1]) as journal:\n"
-            "        chat = PanelChat(policy, journal=journal, members=_members())\n"
-            "        await chat.acomplete(_body(sys.argv[2]), idempotency_key='K')\n"
+            "        chat = PanelChat(policy, journal=journal, members=members())\n"
+            "        await chat.acomplete(body(sys.argv[2]), idempotency_key='K')\n"
             "        await chat.aclose()\n"
             "asyncio.run(main())\n"
         )

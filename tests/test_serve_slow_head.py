@@ -21,7 +21,11 @@ import pytest
 from dissensus.serve.protocol import HEAD_MIN_S, MAX_PIPELINED, head_timeout_protocol
 from test_serve_load import start_server
 
-TIMEOUT_S = 2
+TIMEOUT_S = 1
+"""The shared server's ``--timeout``: the least the head's limit may be (``HEAD_MIN_S``)."""
+WRITE_TIMEOUT_S = 2
+"""The ``--timeout`` of the server whose stuck writers are counted: its check that they
+are still held a second in must come before the server cuts them off."""
 
 
 def _read_all(sock: socket.socket, seconds: float) -> tuple[bytes, float]:
@@ -34,11 +38,12 @@ def _read_all(sock: socket.socket, seconds: float) -> tuple[bytes, float]:
     return data, time.monotonic() - started
 
 
-@pytest.fixture
-def server(tmp_path: Path):  # type: ignore[no-untyped-def]
-    proc, base = start_server(
-        tmp_path, str(tmp_path / "j.sqlite"), extra_args=("--timeout", str(TIMEOUT_S))
-    )
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """One server for the module's tests: each opens its own connections, closed (by the
+    server or by the test) before it ends, and none changes the server's settings."""
+    tmp = tmp_path_factory.mktemp("slow-head")
+    proc, base = start_server(tmp, str(tmp / "j.sqlite"), extra_args=("--timeout", str(TIMEOUT_S)))
     try:
         yield base
     finally:
@@ -72,7 +77,7 @@ def test_a_head_that_ends_in_time_is_served_and_the_connection_kept(server: str)
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         for part in (b"GET /healthz HTTP/1.1\r\n", b"Host: 127.0.0.1\r\n", b"\r\n"):
             sock.sendall(part)
-            time.sleep(0.3)  # slow, but well within the limit
+            time.sleep(0.15)  # slow, but well within the limit
         sock.settimeout(10)
         first = sock.recv(65536)
         assert first.startswith(b"HTTP/1.1 200")
@@ -239,7 +244,7 @@ def test_an_answer_before_the_body_ends_the_connection(
         sock.sendall(sent)
         sock.settimeout(0.25)
         data, closed = b"", False
-        for _ in range(120):  # 30 s at most, many times the 2 s --timeout
+        for _ in range(120):  # 30 s at most, many times the 1 s --timeout
             with contextlib.suppress(OSError):
                 sock.sendall(b" " * 100)  # the body goes on arriving
             try:
@@ -357,7 +362,7 @@ def test_clients_that_never_read_their_answers_are_cut_off(tmp_path: Path) -> No
     once the server's writing has waited on a client for ``--timeout``, its connection
     is aborted."""
     proc, base = start_server(
-        tmp_path, str(tmp_path / "j.sqlite"), extra_args=("--timeout", str(TIMEOUT_S))
+        tmp_path, str(tmp_path / "j.sqlite"), extra_args=("--timeout", str(WRITE_TIMEOUT_S))
     )
     try:
         host, port = base.removeprefix("http://").split(":")
@@ -373,7 +378,7 @@ def test_clients_that_never_read_their_answers_are_cut_off(tmp_path: Path) -> No
             stuck.append(sock)
         time.sleep(1)
         assert _open_fds(proc.pid) > before
-        deadline = time.monotonic() + TIMEOUT_S * 6
+        deadline = time.monotonic() + WRITE_TIMEOUT_S * 6
         while _open_fds(proc.pid) > before and time.monotonic() < deadline:
             time.sleep(0.2)
         held = _open_fds(proc.pid) - before
