@@ -17,6 +17,7 @@ import asyncio
 import gc
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -30,7 +31,15 @@ from dissensus.pipeline import execute_run, start_run
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import final_records
 from dissensus.store import Journal
+from gc_helpers import heap_frozen
 from pipeline_cases import crash_script, mixed_batch, write_jsonl, write_policy
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _heap_frozen() -> Iterator[None]:
+    """The collection after each point walks only what this module makes (gc_helpers)."""
+    yield from heap_frozen()
+
 
 FILES = {run_loop.__file__, executors.__file__, runtime.__file__}
 SOAK = os.environ.get("DISSENSUS_SOAK") == "1"
