@@ -42,11 +42,12 @@ test-ray: setup
 # Full sizes of the suite's soaks (minutes, so on their own): the service's load test with
 # 2,000 panels from 50 clients and 5 reviewers on SQLite and (with $DISSENSUS_TEST_PG)
 # PostgreSQL (the suite runs 60), 20 seeded kill points (the suite runs 6), 1,000 model
-# calls under faults (the suite runs 400), and the parse and reading differential
-# properties at their full example counts (the suite runs fewer).
+# calls under faults (the suite runs 400), an interrupt at every line of the run loop with
+# and without a deadline (the suite tries each line once), and the parse, reading and
+# review-listing properties at their full example counts (the suite runs fewer).
 test-soak: setup
 	PYTHONDONTWRITEBYTECODE= DISSENSUS_SOAK=1 $(PY) -m pytest -q -s -p no:cacheprovider tests/test_serve_load.py -k under_load
-	PYTHONDONTWRITEBYTECODE= DISSENSUS_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_pipeline_crash.py::test_runs_killed_at_seeded_random_points tests/test_llm_soak.py::test_fault_soak tests/test_io_wire.py tests/test_io_views.py tests/test_io_parse_fast.py tests/test_states_fastpath.py
+	PYTHONDONTWRITEBYTECODE= DISSENSUS_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_pipeline_crash.py::test_runs_killed_at_seeded_random_points tests/test_llm_soak.py::test_fault_soak tests/test_io_wire.py tests/test_io_views.py tests/test_io_parse_fast.py tests/test_states_fastpath.py tests/test_pipeline_interrupt_anywhere.py tests/test_review_untrusted_pages.py
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks evaluation examples

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +11,7 @@ import httpx
 
 from dissensus.serve import ServeSettings, create_app
 from dissensus.serve.auth import hash_token
+from gc_helpers import heap_frozen as heap_frozen
 from pipeline_cases import panel, write_policy
 
 TOKENS = {"sub": "submit", "rev": "review", "rev2": "review", "adm": "admin"}
@@ -56,19 +55,6 @@ def client_for(s: ServeSettings, **kwargs: Any) -> httpx.AsyncClient:
 
 def jsonl(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(r) + "\n" for r in rows)
-
-
-def heap_frozen() -> Iterator[None]:
-    """For a module fixture: collect garbage once (no event loop running), then freeze
-    what is alive, so the collection the suite runs before every ``async`` test (see
-    ``conftest.py``) walks only the objects made since, not the whole heap of every
-    module loaded (0.3 s to 1 s per test otherwise). Unfrozen after the module."""
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def csrf_of(html: str) -> str:

@@ -23,6 +23,7 @@ import logging
 import signal
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -33,7 +34,14 @@ from dissensus.cli.decide import run_and_report
 from dissensus.pipeline import start_run
 from dissensus.pipeline.review import final_records
 from dissensus.store import Journal
+from gc_helpers import heap_frozen
 from pipeline_cases import crash_script, mixed_batch, write_jsonl, write_policy
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _heap_frozen() -> Iterator[None]:
+    """The collection after each step walks only what this module makes (gc_helpers)."""
+    yield from heap_frozen()
 
 
 class _Records(logging.Handler):

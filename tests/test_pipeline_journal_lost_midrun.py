@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import gc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,14 @@ from dissensus.pipeline.batch import BLOCK_CASES
 from dissensus.pipeline.review import final_records
 from dissensus.store import Journal
 from dissensus.store.errors import JournalError
+from gc_helpers import heap_frozen
 from pipeline_cases import panel, write_jsonl
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _heap_frozen() -> Iterator[None]:
+    """The collection after each case walks only what this module makes (gc_helpers)."""
+    yield from heap_frozen()
 
 
 def _panels(tmp_path: Path) -> Path:

@@ -26,6 +26,7 @@ from the events lose items there (and repeat others).
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -52,6 +53,9 @@ from dissensus.store.review_index import ReviewIndex
 from store_backends import UNMARK_INDEX, pg_schema, pg_url, raw
 from test_review_index import REASONS, _open
 from test_review_index import template as template
+
+# Examples of the property in the suite; 15 under DISSENSUS_SOAK=1 (`make test-soak`).
+SOAK = os.environ.get("DISSENSUS_SOAK") == "1"
 
 INSTANTS = (
     "2025-03-01T12:00:00.000000+00:00",
@@ -338,7 +342,7 @@ CREATED = st.fixed_dictionaries({run: st.sampled_from(INSTANTS) for run in RUNS}
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 @settings(
-    max_examples=15,
+    max_examples=15 if SOAK else 6,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
