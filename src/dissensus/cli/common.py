@@ -75,6 +75,11 @@ Choices this module makes:
   "$MODEL"``), is a usage error naming the option (:func:`not_empty`), never taken for
   the option left out: that would run with the default rules, no calibration, the
   bundled scripted model or the current directory, and exit 0.
+* **``COLUMNS=0`` is no width.** A shell or CI runner that cannot tell its terminal's
+  width may export ``COLUMNS=0`` (``tput cols`` on no terminal); Rich takes it as a
+  console zero columns wide and prints nothing at all: no table, no run id, no ``--help``,
+  with exit 0. :func:`ignore_zero_columns` (the CLI's entry point calls it) reads a zero
+  width as unset, so output is as wide as the terminal, or 80 columns on a pipe.
 * **Numbers are bounded.** Float options take :func:`number_in` as their callback:
   ``nan``, ``inf`` and ``1e309`` are refused with "must be a finite number" before any
   range is checked. Durations in seconds (deadlines, timeouts, claim and undo windows)
@@ -251,6 +256,21 @@ class _OutConsole(Console):
 
 err_console = Console(stderr=True, markup=False, emoji=False, highlight=False, soft_wrap=True)
 out_console: Console = _OutConsole(markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+
+def ignore_zero_columns() -> None:
+    """Read ``COLUMNS=0`` (``00``, ...) as unset, for the consoles and the help alike.
+
+    Rich would take it as a console zero columns wide and print nothing. Removed from
+    the environment, so the help's console (built per call) does not see it either; a
+    console built while it was set gets its width back from the terminal."""
+    columns = os.environ.get("COLUMNS")
+    if columns is None or not columns.isdigit() or int(columns) != 0:
+        return
+    del os.environ["COLUMNS"]
+    for console in (out_console, err_console):
+        if console._width is not None and console._width <= 0:
+            console._width = None
 
 
 def has_control(text: str) -> bool:
