@@ -76,6 +76,7 @@ from dissensus.cli.common import (
     EXIT_USAGE,
     INTERRUPT_SAID,
     STOP_SIGNALS,
+    escape_unencodable,
     ignore_zero_columns,
     mark_command_start,
     quoted,
@@ -257,6 +258,7 @@ def main(argv: list[str] | None = None, *, held: frozenset[int] = frozenset()) -
     """
     mark_command_start()  # progress clocks count from here
     ignore_zero_columns()
+    escape_unencodable()
     INTERRUPT_SAID.clear()
     _SIGNALLED.clear()
     _closed_streams()
