@@ -76,6 +76,8 @@ from dissensus.cli.common import (
     EXIT_USAGE,
     INTERRUPT_SAID,
     STOP_SIGNALS,
+    escape_unencodable,
+    ignore_zero_columns,
     mark_command_start,
     quoted,
     shown,
@@ -255,6 +257,8 @@ def main(argv: list[str] | None = None, *, held: frozenset[int] = frozenset()) -
     :mod:`dissensus.__main__`); they are unblocked then.
     """
     mark_command_start()  # progress clocks count from here
+    ignore_zero_columns()
+    escape_unencodable()
     INTERRUPT_SAID.clear()
     _SIGNALLED.clear()
     _closed_streams()

@@ -75,6 +75,19 @@ Choices this module makes:
   "$MODEL"``), is a usage error naming the option (:func:`not_empty`), never taken for
   the option left out: that would run with the default rules, no calibration, the
   bundled scripted model or the current directory, and exit 0.
+* **``COLUMNS=0`` is no width.** A shell or CI runner that cannot tell its terminal's
+  width may export ``COLUMNS=0`` (``tput cols`` on no terminal); Rich takes it as a
+  console zero columns wide and prints nothing at all: no table, no run id, no ``--help``,
+  with exit 0. :func:`ignore_zero_columns` (the CLI's entry point calls it) reads a zero
+  width as unset, so output is as wide as the terminal, or 80 columns on a pipe.
+* **A stream that cannot hold a character escapes it.** Standard output in a locale
+  that is not UTF-8 (``PYTHONIOENCODING=ascii``, a Latin-1 terminal, a Windows code
+  page) cannot encode ``θ`` or an id's ``é``, and the write failed with a traceback.
+  :func:`escape_unencodable` (the CLI's entry point calls it) writes such a character as
+  the ``\\uXXXX`` escape JSON uses (a character past U+FFFF as its surrogate pair), on
+  standard output and standard error: a table reads ``\\u03b8_s``, and a JSON record
+  (where such a character is always inside a string) stays valid JSON that decodes to
+  the same value.
 * **Numbers are bounded.** Float options take :func:`number_in` as their callback:
   ``nan``, ``inf`` and ``1e309`` are refused with "must be a finite number" before any
   range is checked. Durations in seconds (deadlines, timeouts, claim and undo windows)
@@ -111,7 +124,9 @@ Choices this module makes:
 
 from __future__ import annotations
 
+import codecs
 import errno
+import io
 import json
 import math
 import os
@@ -251,6 +266,61 @@ class _OutConsole(Console):
 
 err_console = Console(stderr=True, markup=False, emoji=False, highlight=False, soft_wrap=True)
 out_console: Console = _OutConsole(markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+
+def ignore_zero_columns() -> None:
+    """Read ``COLUMNS=0`` (``00``, ...) as unset, for the consoles and the help alike.
+
+    Rich would take it as a console zero columns wide and print nothing. Removed from
+    the environment, so the help's console (built per call) does not see it either; a
+    console built while it was set gets its width back from the terminal."""
+    columns = os.environ.get("COLUMNS")
+    if columns is None or not columns.isdigit() or int(columns) != 0:
+        return
+    del os.environ["COLUMNS"]
+    for console in (out_console, err_console):
+        if console._width is not None and console._width <= 0:
+            console._width = None
+
+
+ESCAPE_ERRORS = "dissensus.escape"
+"""The codec error handler :func:`escape_unencodable` sets: ``\\uXXXX`` escapes."""
+
+
+def _json_escapes(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    escapes = []
+    for char in exc.object[exc.start : exc.end]:
+        code = ord(char)
+        if code > 0xFFFF:
+            code -= 0x10000
+            escapes.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            escapes.append(f"\\u{code:04x}")
+    return "".join(escapes), exc.end
+
+
+codecs.register_error(ESCAPE_ERRORS, _json_escapes)
+
+
+def escape_unencodable() -> None:
+    """Standard output and standard error in an encoding other than UTF-8 write a
+    character they cannot hold as its JSON ``\\uXXXX`` escape instead of failing."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None)
+        if not isinstance(stream, io.TextIOWrapper) or not encoding:
+            continue
+        try:
+            name = codecs.lookup(encoding).name
+        except LookupError:
+            continue
+        if name not in ("utf-8", "utf-16", "utf-32") and stream.errors in (
+            "strict",
+            "backslashreplace",
+        ):
+            with suppress(ValueError, OSError):  # a closed stream: nothing is written to it
+                stream.reconfigure(errors=ESCAPE_ERRORS)
 
 
 def has_control(text: str) -> bool:

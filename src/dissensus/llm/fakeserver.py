@@ -33,6 +33,13 @@ what a client's attempt log should match. The settings' numbers are finite
 (``allow_inf_nan=False``): a ``1e400`` or ``"inf"`` in the ``server:`` section (a string
 to PyYAML, which pydantic read as infinity) is a validation error naming the field,
 so ``fake-llm`` refuses it (exit 2) instead of starting with an infinite latency.
+
+Choices this module makes:
+
+* **The URL it prints is one a client can use.** :attr:`FakeServer.base_url` puts an
+  IPv6 address in brackets (``--host ::1`` listens on ``http://[::1]:PORT/v1``), as a
+  URL must: ``http://::1:PORT/v1`` is refused by every client, ``OPENAI_BASE_URL``
+  included.
 """
 
 from __future__ import annotations
@@ -189,8 +196,10 @@ class FakeServer:
 
     @property
     def base_url(self) -> str:
-        """``http://HOST:PORT/v1``, for ``OPENAI_BASE_URL``."""
-        return f"http://{self.host}:{self.port}/v1"
+        """``http://HOST:PORT/v1``, for ``OPENAI_BASE_URL``; an IPv6 address in brackets
+        (``http://[::1]:8000/v1``), without which no client can tell it from the port."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
 
     # -- lifecycle ------------------------------------------------------------------
 
