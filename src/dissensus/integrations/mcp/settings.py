@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -105,6 +106,24 @@ def _empty_file(path: Path, wait: float | None = None) -> bool:
         if time.time() - found.st_mtime > wait or time.monotonic() >= deadline:
             return True
         time.sleep(0.02)
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What is at ``path`` when it is there but is no regular file (``None``: nothing)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    ):
+        if test(mode):
+            return kind
+    return "neither a file nor a directory"
 
 
 class _NamedError(DissensusError):
@@ -203,6 +222,11 @@ class _Settings:
         """The file a path argument names, under the served directory and existing."""
         path = _confined(self.root, value, field)
         if not path.is_file():
+            # A directory or a named pipe is there, but is no file to read (a pipe would
+            # hold the call until something wrote to it): said so, not "no such file".
+            kind = _not_a_file(path)
+            if kind is not None:
+                raise ConfigError(f"not a regular file ({kind})", field=field)
             raise ConfigError("no such file under the directory the server serves", field=field)
         return str(path)
 
