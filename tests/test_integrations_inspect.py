@@ -803,3 +803,74 @@ def test_a_long_value_with_no_explanation_is_cut_not_refused() -> None:
     assert score.metadata is not None
     assert score.metadata["notes"] == ["g1: value: cut from 40000 to 32768 characters (the most a field holds)"]  # fmt: skip
     assert score.metadata["n_graders"] == 3 and score.value == "C"
+
+
+@pytest.mark.parametrize(
+    ("values", "reduced"),
+    [
+        ([4, 4, 3], 4),
+        ([1.0, 1, "1"], 1.0),
+        ([True, True, False], True),
+        (
+            [{"correct": 1, "style": 0}] * 2 + [{"correct": 0, "style": 0}],
+            {"correct": 1, "style": 0},
+        ),
+        (["C", "C", "I"], "C"),
+    ],
+)
+def test_the_reduced_value_is_the_graders_own_value(values: list[Any], reduced: Any) -> None:
+    """The panel reads labels, but the reduced score holds the value a grader gave for the
+    label decided (``4``, not ``"4"``; a dict, not its JSON text)."""
+    from inspect_ai.scorer import Score
+
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    out = dissensus_reducer(policy=POLICY)([Score(value=v) for v in values])
+    assert out.value == reduced and type(out.value) is type(reduced)
+    assert out.metadata is not None and out.answer != "error"
+
+
+def test_a_dict_valued_panel_reduces_under_a_dict_of_metrics(tmp_path: Path) -> None:
+    """Graders scoring several values at once (a dict) under a scorer with a dict of
+    metrics: the eval succeeds and each metric reads its key of the reduced value (a JSON
+    string failed the eval: ``A dictionary of metrics specified for a non-dictionary
+    score``)."""
+    from inspect_ai import Task, eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import get_model
+    from inspect_ai.scorer import Score, mean, multi_scorer, scorer
+    from inspect_ai.solver import generate
+
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    metrics: Any = {"correct": [mean()], "style": [mean()]}
+
+    def grader(name: str, value: dict[str, int]) -> Scorer:
+        @scorer(metrics=metrics, name=name)
+        def make() -> Scorer:
+            async def score(state: TaskState, target: Target) -> Score:
+                return Score(value=value, explanation=f"{name}: right, and well put.")
+
+            return score
+
+        return make()
+
+    @scorer(metrics=metrics, name="panel")
+    def panel() -> Scorer:
+        graders = [grader(f"g{i}", {"correct": 1, "style": int(i < 3)}) for i in (1, 2, 3)]
+        return multi_scorer(graders, reducer=dissensus_reducer(policy=POLICY))
+
+    task = Task(dataset=[Sample(input="2 + 2?", target="4")], solver=generate(), scorer=panel())
+    (log,) = eval(
+        task,
+        model=get_model("mockllm/model", custom_outputs=_answer),
+        log_dir=str(tmp_path),
+        display="none",
+    )
+    assert log.status == "success", log.error
+    assert log.samples is not None and log.samples[0].scores is not None
+    (score,) = log.samples[0].scores.values()
+    assert score.value == {"correct": 1, "style": 1}
+    assert log.results is not None
+    got = {s.name: s.metrics["mean"].value for s in log.results.scores}
+    assert got == {"correct": 1.0, "style": 1.0}

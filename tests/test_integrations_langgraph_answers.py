@@ -427,3 +427,37 @@ def test_an_empty_note_is_refused_naming_the_field(tmp_path: Path) -> None:
     assert again["error"] == "field 'note': the note must not be empty"
     out = app.invoke(_resume(_answer(value, "2", "now with a reason")), config)
     assert out["dissensus"]["resolution"]["note"] == "now with a reason"
+
+
+def test_the_replay_guard_reads_langgraphs_task_config_and_says_when_it_cannot(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The installed LangGraph hands a running node the task scratchpad the replay guard
+    reads; a config without it (another LangGraph) leaves the guard off, with one warning
+    per process saying so, never silently."""
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.graph import START, StateGraph
+
+    from dissensus.integrations import langgraph as module
+
+    seen: dict[str, Any] = {}
+
+    def look(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        seen.update(config.get("configurable") or {})
+        return {}
+
+    look.__annotations__["config"] = RunnableConfig  # read by LangGraph, not as a string
+
+    graph = StateGraph(dict)
+    graph.add_node("look", look)
+    graph.add_edge(START, "look")
+    graph.compile().invoke({"x": 1})
+    pad = seen[module._CONFIG_KEY_SCRATCHPAD]
+    assert isinstance(pad.resume, list) and callable(pad.get_null_resume)
+
+    monkeypatch.setattr(module, "_UNGUARDED_WARNED", __import__("threading").Event())
+    with caplog.at_level("WARNING", logger="dissensus.integrations.langgraph"):
+        assert module._fresh_answer({"configurable": {}}) == -1
+        assert module._fresh_answer({"configurable": {"thread_id": "t"}}) == -1
+    warned = [r.getMessage() for r in caplog.records if "__pregel_scratchpad" in r.getMessage()]
+    assert len(warned) == 1 and "tries the newest answer" in warned[0]

@@ -461,3 +461,55 @@ def test_review_resolve_names_the_field_of_a_note_or_decision_it_refuses(
     assert refused.is_error and tool_text(refused).startswith(
         f"Error executing tool review_resolve: {says}"
     ), tool_text(refused)
+
+
+def test_two_servers_may_both_create_the_same_new_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each MCP client runs a server of its own: a call of one server naming a new journal
+    while another server is creating it (the file made, its header not yet written) opens
+    the journal, never refused as an existing empty file; a file empty for longer is
+    still refused. The window is widened here so that the second call always meets it."""
+    pytest.importorskip("mcp")
+    import threading
+    import time
+
+    from dissensus.integrations.mcp import settings
+
+    real = settings.open_journal
+    made = threading.Event()
+
+    def slow_to_create(target: str, **kwargs: Any) -> Any:
+        if not Path(target).exists():
+            Path(target).touch()
+            made.set()
+            time.sleep(0.3)
+        return real(target, **kwargs)
+
+    monkeypatch.setattr(settings, "open_journal", slow_to_create)
+    first, second = (settings._Settings(None, None, None, root=tmp_path) for _ in range(2))
+    errors: list[str] = []
+
+    def use(server: Any) -> None:
+        try:
+            with server.using("new.sqlite", must_exist=False) as (store, _):
+                store.close()
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    creating = threading.Thread(target=use, args=(first,))
+    creating.start()
+    assert made.wait(10)
+    use(second)
+    creating.join()
+    assert errors == []
+
+    old = tmp_path / "old.sqlite"
+    old.touch()
+    monkeypatch.setattr(settings, "NEW_JOURNAL_WAIT", 0.05)
+    time.sleep(0.1)
+    with (
+        pytest.raises(Exception, match="an existing empty file is not a journal"),
+        second.using("old.sqlite", must_exist=False),
+    ):
+        pass

@@ -315,3 +315,28 @@ def test_dissensus_mcp_serves_the_root_it_is_given(tmp_path: Path) -> None:
     (record,) = tool_data(inside)
     assert record["action"] == "escalate"
     assert outside.is_error and "field 'policy': not a path under" in tool_text(outside)
+
+
+def test_a_policy_or_rules_argument_naming_no_regular_file_says_what_is_there(
+    tmp_path: Path,
+) -> None:
+    """A directory or a named pipe under the served directory is there, but no file to
+    read: the error says so, naming the argument, not ``no such file``."""
+    pytest.importorskip("mcp")
+    (tmp_path / "policies").mkdir()
+    os.mkfifo(tmp_path / "pipe.yaml")
+    folder, pipe, rules, missing = _calls(
+        tmp_path,
+        [
+            ("decide", {"panels": [_panel()], "policy": "policies"}),
+            ("decide", {"panels": [_panel()], "policy": "pipe.yaml"}),
+            ("route", {"panels": [_panel()], "similarity": "tfidf", "rules": "pipe.yaml"}),
+            ("decide", {"panels": [_panel()], "policy": "gone.yaml"}),
+        ],
+    )
+    assert folder.is_error and "field 'policy': not a regular file (a directory)" in tool_text(
+        folder
+    )
+    assert pipe.is_error and "field 'policy': not a regular file (a named pipe)" in tool_text(pipe)
+    assert rules.is_error and "field 'rules': not a regular file (a named pipe)" in tool_text(rules)
+    assert missing.is_error and "no such file under the directory" in tool_text(missing)

@@ -41,9 +41,14 @@ Choices where the frameworks are silent:
   or NaN (``Score.unscored``), and -- when ``graders`` is given -- each listed grader
   with no score (``multi_scorer`` drops scorers that returned ``None``) stays in the
   panel with ``decision: null``. The panel's size, and so ``support``, counts them.
-* **Values** are labels: ``"C"`` stays ``"C"``, ``1``/``1.0`` -> ``"1"``, ``True`` ->
-  ``"true"``, other values their JSON text. A score's ``metadata`` may add ``family``,
-  ``confidence`` and ``evidence`` (``[{"source": ..., "present": ...}]``) for the guard.
+* **Values** are labels in the panel: ``"C"`` stays ``"C"``, ``1``/``1.0`` -> ``"1"``,
+  ``True`` -> ``"true"``, other values their JSON text. A score's ``metadata`` may add
+  ``family``, ``confidence`` and ``evidence`` (``[{"source": ..., "present": ...}]``) for
+  the guard. The reduced ``value`` is the graders' own value of the label decided (that
+  of the first score giving it: ``4``, not ``"4"``; a dict of values, not its JSON
+  text), so that the scorer's metrics read it as they read a grader's: a dict-valued
+  panel reduced to a JSON string failed the whole eval under a dict of metrics
+  (``A dictionary of metrics specified for a non-dictionary score``).
 * **One bad score fails one sample, never the eval.** What a panel cannot hold is made to
   fit and noted in ``metadata["notes"]`` naming the grader (its first 80 characters) and
   the field: a text (the
@@ -625,6 +630,21 @@ def _metadata(panel: Panel, record: CaseRecord, spec: RunSpec) -> tuple[str | No
     return value, meta
 
 
+def _given_value(scores: Sequence[Score], label: str | None) -> Any:
+    """The value a grader gave whose panel label is ``label`` (the first score giving it),
+    as the graders gave it (``4``, ``True``, a dict of values), else ``label`` itself."""
+    if label is None:
+        return None
+    for score in scores:
+        try:
+            found = _label(score.value, "")
+        except _Unfit:  # refused in the panel already; no label of this one
+            continue
+        if found is not None and _text("", "value", found, []) == label:
+            return score.value
+    return label
+
+
 def _not_decided(exc: BaseException, notes: list[str]) -> Score:
     """The unscored score of a sample whose panel was refused, with the reason on one line
     (also logged as a warning)."""
@@ -832,6 +852,7 @@ def dissensus_reducer(
             return _not_decided(exc, notes)
         value, meta = _metadata(panel, record, spec)
         meta["notes"] = notes
+        given = _given_value(scores, value)
         explanation = f"{record.action}: {record.reason}"
         if value is None:
             return Score.unscored(
@@ -840,7 +861,7 @@ def dissensus_reducer(
                 explanation=explanation,
                 metadata=meta,
             )
-        return Score(value=value, answer=record.action, explanation=explanation, metadata=meta)
+        return Score(value=given, answer=record.action, explanation=explanation, metadata=meta)
 
     return _Reducer(reduce, _recorded_policy(policy))
 

@@ -69,7 +69,10 @@ Choices where the framework is silent:
   (``error``: :data:`REPLAYED`). The same answer sent again with ``Command(resume=...)``
   cannot be told from that replay and is dropped too: an answer refused once never
   resolves the case; a new one (another note, say) or one sent by interrupt id is tried.
-  Without those config keys (another LangGraph), the newest answer is tried.
+  Without those config keys (another LangGraph), the newest answer is tried, and the
+  node says so once per process (a warning on ``dissensus.integrations.langgraph``: the
+  replay guard is off): it was silent, and an answer refused once could resolve the case
+  on a later resume with no word of why.
 * **Resolved elsewhere**: when the item was resolved meanwhile (``dissensus review
   resolve``, another service), the journalled resolution stands and the node returns
   its record without interrupting.
@@ -224,6 +227,7 @@ def _fresh_answer(config: RunnableConfig) -> int | None:
     given = getattr(pad, "resume", None)
     null = getattr(pad, "get_null_resume", None)
     if not isinstance(given, list) or not callable(null):
+        _warn_unguarded()
         return -1
     by_id = conf.get(_CONFIG_KEY_RESUME_MAP)
     if isinstance(by_id, Mapping):
@@ -234,6 +238,25 @@ def _fresh_answer(config: RunnableConfig) -> int | None:
     if latest is None or (given and _same(given[-1], latest)):
         return None
     return len(given)
+
+
+_UNGUARDED_WARNED = threading.Event()
+
+
+def _warn_unguarded() -> None:
+    """Say, once per process, that this LangGraph keeps no task scratchpad where the node
+    reads which answer was given now: the replay guard is off, and said to be off."""
+    if _UNGUARDED_WARNED.is_set():
+        return
+    _UNGUARDED_WARNED.set()
+    log.warning(
+        "this LangGraph puts no task scratchpad (%s) in a running node's config: "
+        "decision_node cannot tell an answer given now from one handed back again on "
+        "resume, and tries the newest answer it was handed (a refused answer may then "
+        "resolve the case on a later resume); use the LangGraph version in "
+        "constraints.txt",
+        _CONFIG_KEY_SCRATCHPAD,
+    )
 
 
 def _to_try(answers: list[object], fresh: int | None, failed: object) -> object:

@@ -26,14 +26,22 @@ Choices this module makes:
   check of the same cases, with the same outcome, so no more of the level is spent --
   at the cost of one read of the file's judged cases and one fit. A flag it would
   journal is found in the journal, never in the watch, so a dropped watch loses no
-  hold."""
+  hold.
+* **A new journal two servers open at once.** A journal argument naming an existing
+  empty file is refused (SQLite would make any empty file a journal), but an empty file
+  made in the last :data:`NEW_JOURNAL_WAIT` seconds is given that long to become one
+  first: another server creating the journal (each MCP client runs a server of its own,
+  with locks of its own) leaves it empty for a few milliseconds, and a call of this one
+  that looked then was refused with ``an existing empty file is not a journal``."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import shlex
+import stat
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -75,6 +83,47 @@ def _code_setting(policy: Policy, base: Path | None, file: str | None) -> str | 
         if ((learned or {}).get("settings") or {}).get("user"):
             return "acceptance.model"  # user features, loaded with the spec
     return None
+
+
+NEW_JOURNAL_WAIT = 2.0
+"""Seconds an empty journal file made that recently is given to become a journal."""
+
+
+def _empty_file(path: Path, wait: float | None = None) -> bool:
+    """Whether ``path`` is an empty file that is no journal: empty, and still empty after
+    up to ``wait`` seconds when it was made less than ``wait`` seconds ago. Another server
+    (a process of its own, with its own locks: each MCP client starts one) creating the
+    same new journal makes the file, empty, then writes the journal's header within
+    milliseconds; a call that looked in between took the journal for an empty file (a
+    package's ``__init__.py``) and was refused. ``wait`` is :data:`NEW_JOURNAL_WAIT` unless
+    given."""
+    wait = NEW_JOURNAL_WAIT if wait is None else wait
+    deadline = time.monotonic() + wait
+    while True:
+        found = path.stat()
+        if found.st_size > 0:
+            return False
+        if time.time() - found.st_mtime > wait or time.monotonic() >= deadline:
+            return True
+        time.sleep(0.02)
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What is at ``path`` when it is there but is no regular file (``None``: nothing)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    ):
+        if test(mode):
+            return kind
+    return "neither a file nor a directory"
 
 
 class _NamedError(DissensusError):
@@ -173,6 +222,11 @@ class _Settings:
         """The file a path argument names, under the served directory and existing."""
         path = _confined(self.root, value, field)
         if not path.is_file():
+            # A directory or a named pipe is there, but is no file to read (a pipe would
+            # hold the call until something wrote to it): said so, not "no such file".
+            kind = _not_a_file(path)
+            if kind is not None:
+                raise ConfigError(f"not a regular file ({kind})", field=field)
             raise ConfigError("no such file under the directory the server serves", field=field)
         return str(path)
 
@@ -219,7 +273,7 @@ class _Settings:
                 "journal not found under the directory the server serves (field 'journal')"
             )
         with self._opening_lock(path):
-            if path.is_file() and path.stat().st_size == 0:
+            if path.is_file() and _empty_file(path):
                 # SQLite would make any empty file (a package's __init__.py) a journal.
                 raise InputError("an existing empty file is not a journal (field 'journal')")
             try:
