@@ -332,3 +332,56 @@ async def test_typing_a_literal_option_that_reads_as_another_is_refused(tmp_path
         resolved = journal.get(run["run_id"], "review/1/resolved")
         assert resolved is not None and resolved.payload["decision"] == "yes\\x20"
         assert resolved.payload.get("outside_options") in (None, False)
+
+
+def _chosen(page: str) -> list[str]:
+    """The "chosen by" lines of a page's options, as a reader reads them."""
+    return [_text(c) for c in re.findall(r'<p class="chosen">(.*?)</p>', page, re.S)]
+
+
+def _named_by(panel: dict[str, Any], agents: list[str]) -> dict[str, Any]:
+    outputs = [{**o, "agent": a} for o, a in zip(panel["outputs"], agents, strict=True)]
+    return {**panel, "outputs": outputs}
+
+
+async def test_chosen_by_shows_agents_that_differ_in_white_space_apart(tmp_path: Path) -> None:
+    """Agents ``bob`` and ``bob `` read alike in an option's "chosen by" line (the case
+    page, the automatic decision's page, the blind audit's page); ``bob `` reads
+    ``bob\\x20`` there now, as in the positions table."""
+    from pipeline_cases import panel, write_policy
+    from serve_helpers import decide_automatic
+
+    options = [{"id": "1", "text": "Refunds within 30 days."}, {"id": "2", "text": "No."}]
+    meta = {"question": "Which policy is stated?", "options": options}
+    agreeing = panel("auto", ["1", "1", "1"], swap=["1", "1", "1"], meta=meta)
+    agreeing = _named_by(agreeing, ["bob", "bob ", "al"])
+    split = {
+        "id": "split",
+        "meta": {"question": "Approve?"},
+        "outputs": [
+            {"agent": a, "decision": d, "reasoning": "r", "family": f"f{i}"}
+            for i, (a, d) in enumerate([("bob", "yes"), ("bob ", "yes"), ("al", "no")])
+        ],
+    }
+    pages: dict[str, str] = {}
+    for rate, kind in ((1.0, "audit"), (0.0, "auto")):
+        where = tmp_path / kind
+        where.mkdir()
+        policy = write_policy(where / "p.yaml", {"acceptance": {"audit_rate": rate}})
+        s = settings(where, policy=str(policy))
+        async with client_for(s) as client:
+            (ref,) = await decide_automatic(client, [agreeing])
+            await login(client, "rev")
+            qs = f"?run={ref.rsplit('.', 1)[0]}"
+            got = await client.get(f"/review/{kind}/{ref}{qs}")
+            assert got.status_code == 200, (kind, got.status_code)
+            pages[kind] = got.text
+            if kind == "auto":
+                run = (await client.post("/v1/decide", json=[split], headers=auth("sub"))).json()
+                (record,) = run["records"]
+                assert record["action"] == "escalate", record
+                pages["case"] = (await client.get(f"/review/case/{record['review_id']}")).text
+    case, auto, audit = pages["case"], pages["auto"], pages["audit"]
+    assert "chosen by bob, bob\\x20" in _chosen(case), _chosen(case)
+    assert "chosen by bob, bob\\x20, al" in _chosen(auto), _chosen(auto)
+    assert "chosen by bob, bob\\x20, al" in _chosen(audit), _chosen(audit)
