@@ -111,6 +111,79 @@ def test_a_dead_ray_worker_names_the_output_and_json() -> None:
     ]:
         err = io.StringIO()
         with redirect_stderr(err):
-            assert said_resumable(died, output, json_out) == 1
+            assert said_resumable(died, "/tmp/a  b.sqlite", output, json_out) == 1
         words = _named(err.getvalue())
         assert words == ["dissensus", "runs", "resume", "R", "--journal", "/tmp/a  b.sqlite", *tail]
+
+
+JOURNALS = ["j\nrm -rf x\x1b[2J.sqlite", "tab\tj.sqlite", "bell\x07.sqlite"]
+
+
+def _typed_not_printed(line: str, journal: Path) -> None:
+    """``line`` asks for the journal's path typed, and holds no control character."""
+    assert "--journal JOURNAL (type the journal's path" in line, line
+    assert str(journal) not in line and not has_control(line), line
+
+
+@pytest.mark.parametrize("name", JOURNALS)
+def test_a_deadline_never_prints_a_journal_path_a_terminal_cannot_show(
+    tmp_path: Path, name: str
+) -> None:
+    """A journal path with a newline or an escape sequence was printed raw in the resume
+    command (its newline ended the line, ``ESC[2J`` cleared the screen); it is asked for."""
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(400)])
+    journal = tmp_path / name
+    res = cli("decide", inp, "--similarity", "tfidf", "--deadline", "0.001", "--json",
+              "--journal", journal, "--run-id", "D")  # fmt: skip
+    assert res.code == 1 and "deadline of 0.001 s reached" in res.err, res.err
+    (line,) = [ln for ln in res.err.splitlines() if "runs resume" in ln]
+    _typed_not_printed(line, journal)
+    assert line.endswith(" --json"), line
+
+
+def test_every_resume_line_asks_for_a_journal_path_a_terminal_cannot_show(
+    tmp_path: Path,
+) -> None:
+    """The Ray worker's, the interrupt's, the journal failure's and ``runs resume``'s
+    interrupt line name such a journal as the deadline's does."""
+    from dissensus.cli.decide import said_interrupted
+    from dissensus.cli.runs import said_resume_interrupted
+
+    journal = tmp_path / JOURNALS[0]
+    block = Block(index=0, first_line=1, n_lines=2, path="in.jsonl")
+    died = _worker_died("R", "in.jsonl", block, 3, RuntimeError("gone"), str(journal))
+    err = io.StringIO()
+    with redirect_stderr(err):
+        said_resumable(died, str(journal), "o.jsonl", False)
+        said_resume_interrupted("R", str(journal))
+
+        class Opened:
+            path = str(journal)
+
+        said_interrupted(Opened(), "R")  # type: ignore[arg-type]
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 3, lines
+    for line in lines:
+        _typed_not_printed(line, journal)
+    assert lines[0].endswith(" --output o.jsonl"), lines[0]
+
+
+def test_a_journal_lost_mid_run_asks_for_a_journal_path_a_terminal_cannot_show(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real, calls = Journal.append_batch, [0]
+
+    def failing(self: Journal, run_id: str, events: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise JournalError("the database connection was lost")
+        return real(self, run_id, events)
+
+    monkeypatch.setattr(Journal, "append_batch", failing)
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(40)])
+    journal = tmp_path / JOURNALS[0]
+    res = cli("decide", inp, "--similarity", "tfidf", "--json",
+              "--journal", journal, "--run-id", "J")  # fmt: skip
+    assert res.code == 1 and "connection was lost" in res.err, (calls, res.err)
+    (line,) = [ln for ln in res.err.splitlines() if "runs resume" in ln]
+    _typed_not_printed(line, journal)

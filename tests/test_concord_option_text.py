@@ -77,3 +77,54 @@ def test_the_writer_listed_first_tables_the_option_under_its_id() -> None:
     ]
     assert cert.status == "certified" and cert.spent.evaluations == 2
     assert not cert.trajectory[0].faults
+
+
+def _renamer() -> list[FunctionAgent]:
+    """``a`` proposes option ``1``; ``b``, the bottleneck, repairs by proposing the
+    leader's text under a new id each round (``again2``, ``again3``, ...)."""
+    fixed = {R0.text: 0.0, I0.text: 10.0}
+
+    def sa(o: Outcome, v: NegotiationView) -> float:
+        return fixed.get(o.text, 8.0 if o.text == "Paris" else 2.0)
+
+    def sb(o: Outcome, v: NegotiationView) -> float:
+        return fixed.get(o.text, 3.0 if o.text == "Paris" else 6.0)
+
+    def rename(view: NegotiationView) -> dict[str, str]:
+        leader = next(c for c in view.candidates if c.id == view.leader)
+        return {"id": f"again{view.round}", "text": leader.text}
+
+    return [
+        FunctionAgent("a", sa, propose=lambda v: {"id": "1", "text": "Paris"}),
+        FunctionAgent("b", sb, propose=lambda v: None, repair=rename),
+    ]
+
+
+def test_a_pool_options_text_under_a_new_id_is_merged_not_scored_again() -> None:
+    """A pool option's text re-proposed under an id of no pool option (``again2`` for
+    option ``1``, ``Paris``) was tabled and scored again every round (four candidates of
+    one text); it is merged into the candidate of that text, and the run verifies."""
+    pool = [Outcome(id="1", text="Paris")]
+    cert = negotiate_sync(_renamer(), rejected=R0, ideal=I0, floor=0.5, rounds=3, options=pool)
+    assert [(c.id, c.text) for c in cert.candidates] == [("1", "Paris")]
+    assert cert.spent.evaluations == 2
+    merged = [n for s in cert.trajectory for n in s.notes if n.endswith("; merged")]
+    assert merged and all(n == "b proposed 1, already tabled by a; merged" for n in merged)
+    assert verify(cert.model_dump(mode="json")).valid
+
+
+def test_two_pool_options_of_one_text_stay_two_candidates_by_their_ids() -> None:
+    """Options ``1`` and ``2`` both ``Paris``: each proposed under its own id is tabled,
+    two decisions, never merged into each other by their text."""
+    pool = [Outcome(id="1", text="Paris"), Outcome(id="2", text="Paris")]
+
+    def score(o: Outcome, v: NegotiationView) -> float:
+        return {R0.text: 0.0, I0.text: 10.0}.get(o.text, 5.0)
+
+    agents = [
+        FunctionAgent("a", score, propose=lambda v: {"id": "1", "text": "Paris"}),
+        FunctionAgent("b", score, propose=lambda v: {"id": "2", "text": "Paris"}),
+    ]
+    cert = negotiate_sync(agents, rejected=R0, ideal=I0, floor=0.2, rounds=1, options=pool)
+    assert [(c.id, c.text) for c in cert.candidates] == [("1", "Paris"), ("2", "Paris")]
+    assert verify(cert.model_dump(mode="json")).valid

@@ -47,3 +47,23 @@ def test_a_run_journalled_with_a_number_label_rule_resumes(
     res = cli("decide", inp, "--policy", plain, "--journal", tmp_path / "k.sqlite", "--json")
     assert res.code in (0, 1), res.err
     assert resumed == _records(res.out)  # the rule never fired, as it never did
+
+
+def test_a_spec_built_directly_with_a_number_label_rule_is_refused() -> None:
+    """``RunSpec(policy=...)`` with a rule ``decision == 1`` was accepted and the rule
+    never fired; it is refused as loading that policy is, naming the rule's condition,
+    while the spec read back from a journal keeps the rule (it resumes, above)."""
+    from dissensus.errors import ConfigError
+    from dissensus.pipeline import Policy, RunSpec
+
+    policy = Policy.model_validate({"routing": {"rules": [RULE]}})
+    with pytest.raises(ConfigError) as refused:
+        RunSpec(policy=policy)
+    assert refused.value.field == "routing.rules.0.condition", refused.value
+    with pytest.raises(ConfigError):
+        RunSpec.model_validate({"policy": policy})
+    journalled = RunSpec().started_fields() | {"policy": policy.model_dump(mode="json")}
+    spec = RunSpec.from_started(journalled)
+    assert spec.policy.routing.rules_document()["rules"][0]["id"] == "pick-one"
+    fine = {**RULE, "condition": 'decision == "1"'}
+    assert RunSpec(policy=Policy.model_validate({"routing": {"rules": [fine]}})).policy

@@ -247,3 +247,34 @@ def test_cli_resolve_reads_an_option_typed_as_review_show_prints_it(tmp_path: Pa
     with Journal(path) as journal:
         record = find_item(journal, got.review_id).resolution
         assert record is not None and record.decision == "yes "
+
+
+def test_cli_resolve_refuses_a_literal_option_that_reads_as_another(tmp_path: Path) -> None:
+    """``--decision 'yes\\x20'`` beside options ``yes `` (printed ``yes\\x20``) and the
+    literal ``yes\\x20`` journalled the literal option; it is exit 2 naming both, nothing
+    journalled, and each option is named on its own as the message says."""
+    path = tmp_path / "j.sqlite"
+    with Journal(path) as journal:
+        got = decide(
+            as_panel(panel("lit", ["yes ", "yes ", "yes\\x20", "no"])), POLICY, journal=journal
+        )
+    assert got.review_id is not None
+    env = _env(DISSENSUS_REVIEWER="alice")
+
+    def resolve(decision: str) -> tuple[int, str]:
+        done = run_cli(
+            "review", "resolve", got.review_id, "--decision", decision, "--note", "n",
+            "--journal", path, env=env,
+        )  # fmt: skip
+        return done.returncode, done.stderr
+
+    code, err = resolve("yes\\x20")
+    assert code == 2, err
+    assert "names more than one option" in err and "'yes '" in err and "yes\\\\x20" in err, err
+    with Journal(path) as journal:
+        assert find_item(journal, got.review_id).resolution is None
+    code, err = resolve("yes\\\\x20")
+    assert code == 0, err
+    with Journal(path) as journal:
+        record = find_item(journal, got.review_id).resolution
+        assert record is not None and record.decision == "yes\\x20"

@@ -258,3 +258,130 @@ async def test_an_option_typed_as_the_page_shows_it_is_that_option(tmp_path: Pat
         assert resolved is not None
         assert resolved.payload["decision"] == "yes "
         assert resolved.payload.get("outside_options") in (None, False)
+
+
+def _view(oid: str, label: str | None = None) -> Any:
+    from dissensus.serve.case_view import OptionView
+
+    return OptionView(id=oid, label=oid if label is None else label, key="", text="")
+
+
+def test_a_text_that_is_one_options_id_and_anothers_shown_form_names_both() -> None:
+    """The literal option ``yes\\x20`` beside the option ``yes `` (shown ``yes\\x20``):
+    typing ``yes\\x20`` as read named the literal one silently; it names both now, and
+    each option is still named on its own by a text that is only its own."""
+    from dissensus.serve.case_view import options_named
+
+    def named(text: str, views: list[Any]) -> list[str]:
+        return options_named(text, views, typed=True)
+
+    options = [_view("yes "), _view("yes\\x20"), _view("no")]
+    assert named("yes\\x20", options) == ["yes\\x20", "yes "]
+    assert named(" yes\\x20 ", options) == ["yes\\x20", "yes "]
+    assert named("yes ", options) == ["yes "]
+    assert named("yes\\\\x20", options) == ["yes\\x20"]
+    assert named("no", options) == ["no"]
+    # a label that is the text, beside an option shown as it
+    labelled = [_view("1", "yes\\x20"), _view("yes ")]
+    assert named("yes\\x20", labelled) == ["1", "yes "]
+    # a plain id and a plain label reading alike stay the id's (nothing escaped)
+    assert named("Paris", [_view("Paris"), _view("2", "Paris")]) == ["Paris"]
+    # an id not typed (a pick, an API client's) is the option it is
+    assert options_named("yes\\x20", options) == ["yes\\x20"]
+
+
+async def test_typing_a_literal_option_that_reads_as_another_is_refused(tmp_path: Path) -> None:
+    """The page's "other answer" ``yes\\x20`` beside options ``yes `` and the literal
+    ``yes\\x20`` journalled the literal option; it is refused as naming both, and the
+    literal option typed as the page shows it (``yes\\\\x20``) is that option."""
+    row = {
+        "id": "literal",
+        "meta": {"question": "Approve?"},
+        "outputs": [
+            {"agent": f"a{i}", "decision": d, "reasoning": "r", "family": f"f{i}"}
+            for i, d in enumerate(["yes ", "yes ", "yes\\x20", "no"])
+        ],
+    }
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run = (await client.post("/v1/decide", json=[row], headers=auth("sub"))).json()
+        (record,) = run["records"]
+        assert record["action"] == "escalate", record
+        await login(client, "rev")
+        rid = record["review_id"]
+        page = (await client.get(f"/review/case/{rid}")).text
+        assert _options(page)["yes "] == "yes\\x20"
+        assert _options(page)["yes\\x20"] == "yes\\\\x20"
+        sha = re.search(r'name="content_sha256" value="([0-9a-f]{64})"', page)
+        assert sha is not None
+        form = {"note": "typed as read", "csrf": csrf_of(page), "content_sha256": sha.group(1)}
+        refused = await client.post(
+            f"/review/case/{rid}/resolve", data={**form, "other": "yes\\x20"}
+        )
+        assert refused.status_code == 422, refused.status_code
+        assert "names more than one option" in html.unescape(refused.text)
+        assert "pick the option itself" in html.unescape(refused.text)
+        with Journal(s.journal) as journal:
+            assert journal.get(run["run_id"], "review/1/resolved") is None
+        done = await client.post(
+            f"/review/case/{rid}/resolve",
+            data={**form, "csrf": csrf_of(refused.text), "other": "yes\\\\x20"},
+        )
+        assert done.status_code == 303, done.text
+    with Journal(s.journal) as journal:
+        resolved = journal.get(run["run_id"], "review/1/resolved")
+        assert resolved is not None and resolved.payload["decision"] == "yes\\x20"
+        assert resolved.payload.get("outside_options") in (None, False)
+
+
+def _chosen(page: str) -> list[str]:
+    """The "chosen by" lines of a page's options, as a reader reads them."""
+    return [_text(c) for c in re.findall(r'<p class="chosen">(.*?)</p>', page, re.S)]
+
+
+def _named_by(panel: dict[str, Any], agents: list[str]) -> dict[str, Any]:
+    outputs = [{**o, "agent": a} for o, a in zip(panel["outputs"], agents, strict=True)]
+    return {**panel, "outputs": outputs}
+
+
+async def test_chosen_by_shows_agents_that_differ_in_white_space_apart(tmp_path: Path) -> None:
+    """Agents ``bob`` and ``bob `` read alike in an option's "chosen by" line (the case
+    page, the automatic decision's page, the blind audit's page); ``bob `` reads
+    ``bob\\x20`` there now, as in the positions table."""
+    from pipeline_cases import panel, write_policy
+    from serve_helpers import decide_automatic
+
+    options = [{"id": "1", "text": "Refunds within 30 days."}, {"id": "2", "text": "No."}]
+    meta = {"question": "Which policy is stated?", "options": options}
+    agreeing = panel("auto", ["1", "1", "1"], swap=["1", "1", "1"], meta=meta)
+    agreeing = _named_by(agreeing, ["bob", "bob ", "al"])
+    split = {
+        "id": "split",
+        "meta": {"question": "Approve?"},
+        "outputs": [
+            {"agent": a, "decision": d, "reasoning": "r", "family": f"f{i}"}
+            for i, (a, d) in enumerate([("bob", "yes"), ("bob ", "yes"), ("al", "no")])
+        ],
+    }
+    pages: dict[str, str] = {}
+    for rate, kind in ((1.0, "audit"), (0.0, "auto")):
+        where = tmp_path / kind
+        where.mkdir()
+        policy = write_policy(where / "p.yaml", {"acceptance": {"audit_rate": rate}})
+        s = settings(where, policy=str(policy))
+        async with client_for(s) as client:
+            (ref,) = await decide_automatic(client, [agreeing])
+            await login(client, "rev")
+            qs = f"?run={ref.rsplit('.', 1)[0]}"
+            got = await client.get(f"/review/{kind}/{ref}{qs}")
+            assert got.status_code == 200, (kind, got.status_code)
+            pages[kind] = got.text
+            if kind == "auto":
+                run = (await client.post("/v1/decide", json=[split], headers=auth("sub"))).json()
+                (record,) = run["records"]
+                assert record["action"] == "escalate", record
+                pages["case"] = (await client.get(f"/review/case/{record['review_id']}")).text
+    case, auto, audit = pages["case"], pages["auto"], pages["audit"]
+    assert "chosen by bob, bob\\x20" in _chosen(case), _chosen(case)
+    assert "chosen by bob, bob\\x20, al" in _chosen(auto), _chosen(auto)
+    assert "chosen by bob, bob\\x20, al" in _chosen(audit), _chosen(audit)

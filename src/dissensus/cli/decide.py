@@ -58,7 +58,9 @@ Choices this module makes:
   from the path as a message shows it (whitespace collapsed, escapes: ``a  b.jsonl``
   read ``a b.jsonl``, and the resumed run wrote another file and said it succeeded), and
   ``--json`` for a run that printed JSON. A path a terminal cannot show on one line (a
-  tab, a newline, a control character) is not printed: the line asks for it typed. The
+  tab, a newline, a control character) is not printed: the line asks for it typed, and
+  so for a ``--journal`` path (``--journal JOURNAL (type the journal's path ...)``),
+  which printed raw ended the line or drove the terminal (an escape sequence). The
   command is written after the error's words, never through the message's whitespace
   collapsing.
 * When every follow-up of a run failed and all for the same cause (an unreachable
@@ -395,14 +397,22 @@ def said_interrupted(
     return EXIT_INTERRUPTED
 
 
-def said_resumable(exc: DissensusError, output: str | None, json_out: bool) -> int:
+def said_resumable(exc: DissensusError, journal: str, output: str | None, json_out: bool) -> int:
     """The error line of a run stopped partial (its deadline, a Ray worker that died):
     the error's words as a message shows them, then the resume command it names, with
     its ``--output`` file or ``--json`` (:func:`output_option`), as it is (whitespace
-    never collapsed: the command is what gets copied); the exit code."""
+    never collapsed: the command is what gets copied), its ``--journal`` (of the
+    journal ``journal``, its path or URL) as
+    :func:`~dissensus.cli.run_summary.journal_option` words it (a path a terminal cannot
+    show asked for, never printed); the exit code."""
+    from dissensus.store.targets import journal_option as as_given
+
     text, resume = str(exc), str(getattr(exc, "resume", "") or "")
     if resume and text.endswith(resume):
-        said = f"{shown_message(text[: -len(resume)])} {resume}"
+        command = resume.replace(as_given(journal), journal_option(journal))
+        if has_control(command):  # a command naming its journal some other way
+            command = shown_message(command)
+        said = f"{shown_message(text[: -len(resume)])} {command}"
     else:
         said = shown_message(text)
     sys.stderr.write(f"error: {said}{output_option(output, json_out)}\n")
@@ -514,7 +524,7 @@ def run_and_report(
                 print_summary(tally, sink.count, run_id, journal.path, len(duplicates))
         # The records so far are in the output file: the command that finishes the run
         # writes them all there again, as the interrupt's line says it.
-        return said_resumable(exc, output, json_out)
+        return said_resumable(exc, journal.path, output, json_out)
     except BrokenPipeError:
         # Standard output was closed (``| head -1``): exit 0 as for every command, but the
         # run stopped with it, so the line that finishes it is not left unsaid.
@@ -543,7 +553,7 @@ def run_and_report(
             raise
         # A run stopped partial another way (a Ray worker that died on every attempt):
         # its line names the resume command, with the output as the deadline's does.
-        return said_resumable(exc, output, json_out)
+        return said_resumable(exc, journal.path, output, json_out)
     checked = journal.get(run_id, "run/shift")
     shift = checked.payload if checked is not None else None
     watched = None if replayed else _watched(journal, run_id, shift_every)

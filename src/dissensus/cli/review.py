@@ -23,6 +23,10 @@ Choices this module makes:
   reads it); anything else is exit 2 naming the option. Without the option, a resolve
   binds nothing, as a library call without ``content_sha256``.
 * Text from agents and reviewers is printed verbatim, never read as console markup.
+* ``review resolve --decision`` typed as ``review show`` prints an option (``yes\\x20``
+  for the option ``yes ``) is that option; a text that is one option's own id and
+  another's printed form (the literal ``yes\\x20`` beside ``yes ``) is exit 2 naming
+  both, never either taken silently.
 * ``review claim`` holds an open case for ``--ttl`` seconds (900 by default, as the
   service's claims), as ``--reviewer``: the page, the API and other CLIs then leave it to
   that reviewer until it expires or is resolved; claiming it again renews the claim, and
@@ -474,8 +478,20 @@ def review_claim(
 
 def _as_shown(decision: str, options: list[str]) -> str:
     """``decision`` as the option it names when typed as ``review show`` prints it
-    (``yes\\x20`` for the option ``yes ``), else as given."""
-    if decision in options or decision.strip() in options:
+    (``yes\\x20`` for the option ``yes ``), else as given. A text that is one option's own
+    id and another's shown form (the literal ``yes\\x20`` beside ``yes ``) is an
+    :class:`InputError` naming both: the reviewer who typed it as read may mean either."""
+    exact = next((o for o in (decision, decision.strip()) if o in options), None)
+    text = decision if exact == decision else decision.strip()
+    named = [o for o in options if o != exact and text == field(o) != o]
+    if exact is not None and named:
+        other = named[0]
+        raise InputError(
+            f"--decision {quote_short(text)} names more than one option: {quote_short(exact)} "
+            f"itself, and {quote_short(other)}, which `review show` prints as {field(other)}; "
+            f"give {field(exact)} for the first, or the second exactly as {quote_short(other)}"
+        )
+    if exact is not None:
         return decision
     named = [o for o in options if field(o) == decision.strip()]
     return named[0] if len(named) == 1 else decision

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from dissensus.cli.common import out_console, shown
+from dissensus.cli.common import has_control, out_console, shown
 
 if TYPE_CHECKING:
     from dissensus.pipeline.audit import RunAcceptance
@@ -47,12 +47,22 @@ DECIDE_LEGEND = (
 )
 
 
+JOURNAL_TYPED = (
+    " --journal JOURNAL (type the journal's path: it holds a character a terminal cannot show)"
+)
+"""The ``--journal`` of a command shown for a journal whose path a terminal cannot show
+on one line (a newline, an escape sequence): the path is asked for, never printed."""
+
+
 def journal_option(target: str) -> str:
     """:func:`dissensus.store.targets.journal_option`, imported when a command is shown
-    (registering the commands loads no library part)."""
+    (registering the commands loads no library part); :data:`JOURNAL_TYPED` for a path
+    holding a control character, which printed raw would end the line or drive the
+    terminal (as ``--output`` is, :func:`dissensus.cli.decide.output_option`)."""
     from dissensus.store.targets import journal_option as option
 
-    return option(target)
+    said = option(target)
+    return JOURNAL_TYPED if has_control(said) else said
 
 
 SHOWN_RECORDS = 20

@@ -439,8 +439,8 @@ def said_resume_interrupted(run_id: str, journal: str | None) -> int:
     :func:`dissensus.cli.main` says it too for a signal before this command runs (while
     its options are parsed). ``journal``: as given (``None``: the environment's or the
     default)."""
+    from dissensus.cli.run_summary import journal_option
     from dissensus.store.journal import journal_path
-    from dissensus.store.targets import journal_option
 
     where = shown(journal_option(journal_path(journal)))
     sys.stderr.write(f"interrupted: resume with dissensus runs resume {shown(run_id)}{where}\n")

@@ -93,7 +93,10 @@ Choices this module makes:
   scored again, every round it was proposed. A pool option proposed under its id is
   matched by id only, as the problem gave it: a pipeline's options come from panel data,
   and two options of one text (``{"1": "Paris", "2": "Paris"}``) are two decisions with
-  their own utilities, never merged into each other.
+  their own utilities, never merged into each other. A pool option's text under an id
+  of no pool option (``{"id": "again2", "text": "Paris"}``) is merged into the candidate
+  of that text already tabled, as a new plan is: it was tabled and scored again every
+  round it was proposed.
   Both are reported in the round's notes. A new plan whose text is an anchor's (its
   outer white space aside) is a fault of that call, never tabled: anchors are never
   candidates, and the ideal anchor tabled would be certified at 1.0 for every agent
@@ -493,9 +496,11 @@ class Negotiation:
         if self._pooled(outcome):
             # A pool option's text: options are told apart by id (a pipeline's options
             # come from panel data, and two options of one text are two decisions whose
-            # utilities differ), so only a proposal without an id merges by its text.
+            # utilities differ), so a proposal under a pool option's own id is that
+            # option; under no id, or an id of its own ("again2" for "Paris"), it is the
+            # candidate of that text already tabled, not a copy scored again each round.
             same = next((c for c in self._cands if c.text == outcome.text), None)
-            same = same if cid is None else None
+            same = None if any(o.id == cid for o in self._options) else same
         else:
             same = next(
                 (c for c in self._cands if plan_text(c.text) == plan_text(outcome.text)), None

@@ -123,6 +123,7 @@ __all__ = [
     "RoutingSettings",
     "SeekContextSettings",
     "check_policy",
+    "check_routing_rules",
     "load_policy",
     "policy_from_dict",
     "with_model_files_under",
@@ -660,7 +661,6 @@ def _check_parts(policy: Policy, file: str | None) -> None:
     thresholds, the similarity backend's name) now, not at the first case."""
     _check_actions(policy, file)
     from dissensus.guard.decision import CheckedGuardThresholds
-    from dissensus.states import RuleSet
     from dissensus.states.routing import check_priorities
 
     check_similarity(policy.reading.similarity, file=file)
@@ -712,6 +712,16 @@ def _check_parts(policy: Policy, file: str | None) -> None:
                 file=file,
                 field=where,
             )
+    check_routing_rules(policy, file=file)
+
+
+def check_routing_rules(policy: Policy, *, file: str | None = None) -> None:
+    """Compile ``policy``'s routing rules as a policy's load does (a number compared with
+    a label refused, ``decision == 1``); :class:`ConfigError` naming the rule's field
+    (``routing.rules.0.condition``) otherwise. A :class:`~dissensus.pipeline.spec.RunSpec`
+    built directly is checked so too; one read back from a journal is not."""
+    from dissensus.states import RuleSet
+
     document = policy.routing.rules_document()
     try:
         # The document's JSON, keys in their order: two documents with the same text are

@@ -184,7 +184,8 @@ def _compiled_rules(document: str) -> RuleSet:
     service starts one run per request; compiling parses every condition). A
     :class:`RuleSet` only memoises deterministic routes, so runs may share one."""
     # check_policy checks the rules when a policy is loaded (a number compared with a
-    # label included); a spec read back from a journal is not checked again, so a run
+    # label included), and a RunSpec built directly checks them as it is validated; a
+    # spec read back from a journal (RunSpec.from_started) is not checked again, so a run
     # journalled before a check was added resumes with the meaning it started with.
     rules = RuleSet.from_dict(json.loads(document), file="policy routing", labels=False)
     # A case record can only name an action the pipeline runs.

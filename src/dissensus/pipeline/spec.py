@@ -71,6 +71,10 @@ Choices this module makes:
   never refuses: a panel member's relative recording that could not be named from the
   policy's directory (its path holds ``:``) is read as written, its read files taken
   under that directory, so a run that never asks its panel resumes from anywhere.
+* **Built directly.** ``RunSpec(policy=...)`` (a door the integrations document) checks
+  the policy's routing rules as loading a policy does (a number compared with a label,
+  ``decision == 1``, is refused: the rule would never fire); a spec read back from a
+  journal (:meth:`RunSpec.from_started`) is not checked so, and resumes as it started.
 * Journals written before run specifications existed have no ``files``; they resume
   with the journalled content and nothing to compare.
 """
@@ -83,7 +87,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
 
 from dissensus.errors import ConfigError
 from dissensus.files import not_a_file
@@ -93,6 +97,7 @@ from dissensus.pipeline.learned import load_learned_data
 from dissensus.pipeline.policy import (
     Policy,
     check_policy,
+    check_routing_rules,
     check_similarity,
     load_policy,
     policy_from_dict,
@@ -160,6 +165,15 @@ class RunSpec(BaseModel):
     shift_hold: str | None = None
     """Why learned acceptance may commit nothing in this run (``acceptance.on_shift:
     escalate`` after a shift check flagged the file; :mod:`dissensus.pipeline.shift`)."""
+
+    @model_validator(mode="after")
+    def _rules_read_as_labels(self, info: ValidationInfo) -> RunSpec:
+        # A spec built directly (RunSpec(policy=...)) is a door of its own: its routing
+        # rules are checked as a policy's load checks them, so a rule comparing a label
+        # with a number (never true) is refused, not run unfired. Not a journalled one.
+        if not (info.context or {}).get(JOURNALLED):
+            check_routing_rules(self.policy, file=self.policy_file)
+        return self
 
     # -- building ---------------------------------------------------------------------
 
@@ -397,16 +411,23 @@ class RunSpec(BaseModel):
         except ValidationError as exc:
             raise _journalled_invalid(exc, "calibration") from None
         try:
-            return cls(
-                policy=Policy.model_validate(fields.policy or {}),
-                policy_file=fields.policy_file,
-                base_dir=fields.base_dir,
-                calibration=calibration,
-                guard_calibration=ReliabilityFit.model_validate(guard_cal) if guard_cal else None,
-                acceptance=fields.acceptance,
-                model=fields.model,
-                files=fields.files,
-                shift_hold=fields.shift_hold,
+            # Read back as journalled: a routing rule a check added since refuses (a number
+            # compared with a label) keeps the meaning the run started with.
+            return cls.model_validate(
+                {
+                    "policy": Policy.model_validate(fields.policy or {}),
+                    "policy_file": fields.policy_file,
+                    "base_dir": fields.base_dir,
+                    "calibration": calibration,
+                    "guard_calibration": (
+                        ReliabilityFit.model_validate(guard_cal) if guard_cal else None
+                    ),
+                    "acceptance": fields.acceptance,
+                    "model": fields.model,
+                    "files": fields.files,
+                    "shift_hold": fields.shift_hold,
+                },
+                context={JOURNALLED: True},
             )
         except ValidationError as exc:
             raise _journalled_invalid(exc, "") from None

@@ -50,7 +50,11 @@ Choices this module makes:
   (:func:`~dissensus.quoting.visible_label`: ``yes\\x20`` typed as read names the option
   ``yes ``, never a third answer), then ignoring case
   (:meth:`str.casefold`: a reviewer typing ``output (a)`` or ``YES`` means the option
-  labelled ``Output (a)`` or the option ``yes``). An exact id always wins; an answer
+  labelled ``Output (a)`` or the option ``yes``). An exact id wins over a label and over
+  a casefold; typed into the page as read, not over a shown form: there a text that is
+  one option's own id or label (the literal ``yes\\x20``) and another option's shown
+  form (``yes `` shows as ``yes\\x20``) names both, since the reviewer may mean either
+  (an id posted by a pick, or an API client's, is still the option it is). An answer
   naming several options (two options labelled alike) names them all, for the caller to
   refuse.
 * **Bidi isolation.** Agent-supplied text (agent names, option labels and ids,
@@ -198,25 +202,45 @@ def option_views(
     ]
 
 
-def options_named(answer: str, options: Sequence[OptionView]) -> list[str]:
+def options_named(answer: str, options: Sequence[OptionView], *, typed: bool = False) -> list[str]:
     """The ids of the options a typed ``answer`` names (see the module docstring): one id
     for an answer naming an option, none for an answer of the reviewer's own, several
-    when it names more than one option alike."""
+    when it names more than one option alike. ``typed``: the answer is what a reviewer
+    typed as read (the page's "other answer"), so a text that is one option's own id or
+    label and another's shown form names both; else (an id posted by a pick, an API
+    client's decision) an exact id or label is that option."""
+
+    def also(text: str, *exact: str) -> list[str]:
+        return _shown_as(text, options, *exact) if typed else []
+
     if any(o.id == answer for o in options):  # an id ending in white space ("yes ") too
-        return [answer]
+        return [answer, *also(answer, answer)]
     text = answer.strip()
     if not text:
         return []
     if any(o.id == text for o in options):
-        return [text]
+        return [text, *also(text, text)]
     exact = [o.id for o in options if o.label == text]
     if exact:
-        return exact
+        return [*exact, *also(text, *exact)]
     shown = [o.id for o in options if text in (visible_label(o.id), visible_label(o.label))]
     if shown:
         return list(dict.fromkeys(shown))
     folded = text.casefold()
     return [o.id for o in options if folded in (o.id.casefold(), o.label.casefold())]
+
+
+def _shown_as(text: str, options: Sequence[OptionView], *besides: str) -> list[str]:
+    """The ids of the options, other than ``besides``, that the page shows as ``text``
+    only once escaped (the option ``yes `` for ``yes\\x20``): a text that is one option's
+    own id or label and another's shown form names both."""
+    return list(
+        dict.fromkeys(
+            o.id
+            for o in options
+            if o.id not in besides and any(text == visible_label(x) != x for x in (o.id, o.label))
+        )
+    )
 
 
 EXACT_DIFF_WORDS = 40_000

@@ -73,6 +73,7 @@ from fastapi.responses import RedirectResponse, Response
 from pydantic import BaseModel
 
 from dissensus.errors import DissensusError
+from dissensus.pipeline.records import ReviewItem
 from dissensus.pipeline.review import (
     AlreadyResolved,
     ReviewStatus,
@@ -81,7 +82,14 @@ from dissensus.pipeline.review import (
     item_decisions,
     refuse_others_claim,
 )
-from dissensus.serve.case_view import asked_view, option_views, plain_reasons, unread_answers
+from dissensus.quoting import quote_short
+from dissensus.serve.case_view import (
+    asked_view,
+    option_views,
+    options_named,
+    plain_reasons,
+    unread_answers,
+)
 from dissensus.serve.journal_adapter import (
     AmbiguousAnswer,
     TextTooLong,
@@ -292,7 +300,11 @@ def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
     item = status.item
     # The option picked is its id exactly ("yes " stays "yes "); anything else trimmed.
     picked, other = as_decision(form.pick(), item_decisions(item)), form.text("other")
-    # An answer typed as an option reads ("Output (a)", its id) is that option.
+    # An answer typed as an option reads ("Output (a)", its id) is that option; one that
+    # is an option's own id and another's shown form (literal "yes\\x20" beside "yes ",
+    # shown yes\\x20) names both, refused.
+    if other and item.options:
+        _refuse_two_read_alike(item, other)
     other = answer_for(item, other) if other else other
     if not (picked or other):
         why = (
@@ -328,6 +340,21 @@ def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
         sha256=str(form.data.get("content_sha256", "")),
     )
     return None
+
+
+def _refuse_two_read_alike(item: ReviewItem, typed: str) -> None:
+    """:class:`AmbiguousAnswer` when the answer ``typed`` into the page names more than
+    one of ``item``'s options as read (:func:`options_named`, ``typed``)."""
+    positions = [(p.agent, p.decision, p.reasoning) for p in item.positions]
+    views = option_views(item.options, item.panel, positions, None)
+    named = options_named(typed, views, typed=True)
+    if len(named) > 1:
+        listed = ", ".join(quote_short(i) for i in named[:5])
+        raise AmbiguousAnswer(
+            f"{quote_short(typed)} names more than one option ({listed}): pick the option "
+            "itself, or type it as the page shows it",
+            field="decision",
+        )
 
 
 @router.post("/review/case/{review_id}/resolve")
