@@ -106,6 +106,8 @@ def _child(
     streams: Streams | None,
     in_batch: tuple[int, str] | None = None,
 ) -> None:
+    # Ctrl-C as a fresh interpreter has it, whatever an earlier test of this worker left.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if kill_after is not None:
         install(kill_after, sig)
     if in_batch is not None:
