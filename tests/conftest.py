@@ -34,7 +34,6 @@ from __future__ import annotations
 import gc
 import inspect
 import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -184,21 +183,6 @@ def _collect_leaked_clients_before_async_tests(request: pytest.FixtureRequest) -
     """See the module docstring: collect garbage before a test that runs an event loop."""
     if inspect.iscoroutinefunction(getattr(request.node, "obj", None)):
         gc.collect()
-
-
-_STOPPING = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP"))
-
-
-@pytest.fixture(autouse=True)
-def _signal_handlers_restored() -> Iterator[None]:
-    """A test that changes how this process takes Ctrl-C, SIGTERM or SIGHUP (the console
-    entry point ignores them once its command is over) leaves them as it found them: a
-    later test's forked child inherits them, and a run keeps an ignored SIGINT ignored."""
-    before = [signal.getsignal(sig) for sig in _STOPPING]
-    yield
-    for sig, handler in zip(_STOPPING, before, strict=True):
-        if handler is not None and signal.getsignal(sig) is not handler:
-            signal.signal(sig, handler)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

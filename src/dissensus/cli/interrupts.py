@@ -4,15 +4,6 @@
 between two steps of the run's event loop (or, after :data:`GRACE_S`, where the main
 thread is), once; the command then names the resume command (exit 130). The choices are
 ``decide``'s (:mod:`dissensus.cli.decide`).
-
-Choices this module makes:
-
-* **A signal the command was started ignoring stays ignored.** A script's background job
-  (``dissensus decide big.jsonl &`` without job control) starts with SIGINT ignored, so
-  that the Ctrl-C which stops the script leaves it running, and ``nohup`` ignores
-  SIGHUP; a run keeps both ignored, as every other command does (``decide`` used to
-  ignore a Ctrl-C while it checked its options and stop on one once the run had
-  started). SIGTERM always stops a run.
 """
 
 from __future__ import annotations
@@ -107,8 +98,8 @@ def interruptible() -> Iterator[Callable[[], None]]:
     previous: dict[int, Any] = {
         sig: signal.signal(sig, handler)
         for sig in STOP_SIGNALS
-        # SIGHUP ignored (``nohup``) and SIGINT ignored (a script's background job) stay ignored
-        if sig == signal.SIGTERM or signal.getsignal(sig) is not signal.SIG_IGN
+        # SIGHUP ignored (``nohup``) stays ignored
+        if sig in (signal.SIGINT, signal.SIGTERM) or signal.getsignal(sig) is not signal.SIG_IGN
     }
     if timer:
         previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, late)
