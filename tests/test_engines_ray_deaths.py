@@ -136,7 +136,8 @@ def test_cli_decide_on_ray_stops_with_one_line_and_runs_resume_finishes_it(
         f"error: run C: the Ray worker deciding input lines 1-{n_lines} of "
     ), res.err
     assert f"(block 0) died {attempts} times (" in res.err
-    assert res.err.endswith(f"with: dissensus runs resume C --journal {journal}\n"), res.err
+    resume = f"dissensus runs resume C --journal {journal} --output {tmp_path / 'first.jsonl'}"
+    assert res.err.endswith(f"with: {resume}\n"), res.err
     assert len(marker.read_text().splitlines()) == attempts
     verify = cli("runs", "verify", "C", "--journal", journal)
     assert verify.code == 0, verify.out + verify.err
