@@ -26,7 +26,10 @@ for ``n`` participants and ``R = max_rounds`` (:func:`request_bound`).
 
 Failures. ``budget_exhausted`` stops the run at once; selection then runs on whatever
 exists (the cascade over the scores so far, or the tie-break over the live options) and
-the packet says ``status: budget_exhausted``. A ``model_failure`` is logged per act; if
+the packet says ``status: budget_exhausted``. The scores so far are each participant's
+latest row: a stop in a later round's scoring stage keeps, for every participant that
+had not scored in it yet, its row of the round before (on the options still in play),
+so the round-1 scores still decide when round 2's scoring is cut short. A ``model_failure`` is logged per act; if
 every participant of a stage fails (a failed call, or answers that never validate: a
 model whose answers all break the schema is a failed model, not a complete run) the run
 stops with ``status: model_failure``; in the one-speaker stages (frame, synthesize) that is
@@ -526,11 +529,24 @@ class _Run:
             self.ws.options[option_id].status = "dropped"
 
     async def score(self, round_: int) -> dict[str, dict[str, float]]:
-        self.ws.scores = {}
+        earlier, self.ws.scores = self.ws.scores, {}
         # Scores are independent: nobody sees another's recommendation of this stage.
         self.snapshot = self.ws.model_copy(deep=True)
         try:
             records = await self.stage_all("score", round_)
+        except _Abort:
+            # Stopped before every participant scored: one that has not scored in this
+            # round keeps its row of the round before, on the options still in play, so
+            # that selection runs on the latest scores, never on none.
+            live = self.ws.live_options()
+            kept = {
+                speaker: {o: row[o] for o in live if o in row}
+                for speaker, row in earlier.items()
+                if speaker not in self.ws.scores
+            }
+            rows = {**{p: r for p, r in kept.items() if r}, **self.ws.scores}
+            self.ws.scores = {s.spec.id: rows[s.spec.id] for s in self.seats if s.spec.id in rows}
+            raise
         finally:
             self.snapshot = None
         for record in records:
