@@ -72,9 +72,10 @@ participant's ``model_failure``, and the run ends with its packet; the model cli
 budget refusal (``BudgetExceeded``) is a ``budget_exhausted``, which stops the run with
 its packet.
 
-Arguments. ``task``, ``agents`` (a sequence of participants with string ids, none given
-twice), ``config``, ``policy``, ``meter`` and ``clock`` are checked before any
-participant is asked, and ``meter`` is read once then (it must return a :class:`Usage`);
+Arguments. ``task`` (at least one participant, none twice: a task file is held to that,
+a :class:`Task` built in code is not), ``agents`` (a sequence of participants with
+string ids, none given twice), ``config``, ``policy``, ``meter`` and ``clock`` are
+checked before any participant is asked, and ``meter`` is read once then (it must return a :class:`Usage`);
 a wrong one is a :class:`ConfigError` naming it. A meter that fails only at the end does
 not cost the packet: usage falls back to the flow's own count and ``status_detail`` says
 so. Agents whose id no participant of the task has are not asked (as before).
@@ -723,8 +724,12 @@ def _check_call(
 
 def _seats(task: Task, agents: Sequence[Participant], config: DCIConfig) -> list[_Seat]:
     by_id = {a.id: a for a in agents}
+    if not task.participants:  # a task file cannot say so; a Task built in code can
+        raise ConfigError("at least one participant is needed", field="participants")
     seats: list[_Seat] = []
     for i, spec in enumerate(task.participants):
+        if any(seat.spec.id == spec.id for seat in seats):
+            raise ConfigError(f"duplicate participant id {spec.id!r}", field=f"participants.{i}.id")
         agent = by_id.get(spec.id)
         if agent is None:
             raise ConfigError(
