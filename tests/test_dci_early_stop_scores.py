@@ -64,3 +64,34 @@ def test_every_scorer_failing_in_round_two_keeps_the_round_one_decision() -> Non
     assert packet.selected is not None and packet.selected.id == "o2"
     means = {o.id: o.mean_score for o in packet.options}
     assert means["o2"] == max(m for m in means.values() if m is not None)
+
+
+def test_a_recommend_made_before_the_stop_counts_in_the_packet() -> None:
+    """The recommends of a scoring stage cut short were dropped with it: the packet read
+    its minority from the scores alone and listed a scorer who extended the selected
+    option but recommended another both as a supporter and in the minority report."""
+    rows = {
+        "framer": {"o1": 0.9, "o2": 0.1},
+        "explorer": {"o1": 0.2, "o2": 0.3},
+    }
+
+    def act(req: ActRequest) -> RawAct:
+        if req.stage == "score":
+            if req.participant not in rows:
+                raise ParticipantFailure("budget_exhausted", "budget spent")
+            row = rows[req.participant]
+            best = max(row, key=row.__getitem__)
+            return RawAct(act="recommend", target=best, text=f"{best} fits", scores=row)
+        if req.stage == "frame":
+            return RawAct(act="frame", target="a0", text="frame")
+        return RawAct(act="extend" if req.stage == "propose" else "clarify", target="o1", text="t")
+
+    task = Task(question="Which plan?", options=TASK.options[:2])
+    agents = [FunctionParticipant(p.id, act) for p in task.participants]
+    packet = asyncio.run(deliberate(task, agents)).packet
+    assert packet.status == "budget_exhausted"
+    assert packet.selected is not None and packet.selected.id == "o1"
+    assert "explorer" not in packet.selected.supporters
+    (minority,) = packet.minority_report
+    assert minority.option == "o2" and minority.holders == ["explorer"]
+    assert minority.rationale == "explorer: o2 fits"

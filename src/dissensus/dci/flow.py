@@ -29,7 +29,9 @@ exists (the cascade over the scores so far, or the tie-break over the live optio
 the packet says ``status: budget_exhausted``. The scores so far are each participant's
 latest row: a stop in a later round's scoring stage keeps, for every participant that
 had not scored in it yet, its row of the round before (on the options still in play),
-so the round-1 scores still decide when round 2's scoring is cut short. A ``model_failure`` is logged per act; if
+so the round-1 scores still decide when round 2's scoring is cut short; the recommends of
+those who spoke before the stop count in the packet's supporters and minority report as
+their scores do. A ``model_failure`` is logged per act; if
 every participant of a stage fails (a failed call, or answers that never validate: a
 model whose answers all break the schema is a failed model, not a complete run) the run
 stops with ``status: model_failure``; in the one-speaker stages (frame, synthesize) that is
@@ -391,9 +393,14 @@ class _Run:
         if problems:
             return problems
         self.last_raw = raw
-        return self.ws.apply(
+        record = self.ws.apply(
             seat.spec.id, raw, stage=stage, round_=round_, typed=self.cfg.typed_grammar
         )
+        if raw.act == "recommend":
+            # Recorded now, not when the stage ends: a stage cut short (budget, deadline)
+            # keeps the recommends of those who spoke, as it keeps their scores.
+            self.recommends[seat.spec.id] = record
+        return record
 
     def _trace(self, stage: str, round_: int, seat: _Seat, chars: int, outcome: str) -> None:
         self.trace.append(
@@ -534,7 +541,8 @@ class _Run:
         # Scores are independent: nobody sees another's recommendation of this stage.
         self.snapshot = self.ws.model_copy(deep=True)
         try:
-            records = await self.stage_all("score", round_)
+            # each recommend is recorded as it is accepted (_accept)
+            await self.stage_all("score", round_)
         except _Abort:
             # Stopped before every participant scored: one that has not scored in this
             # round keeps its row of the round before, on the options still in play, so
@@ -550,8 +558,6 @@ class _Run:
             raise
         finally:
             self.snapshot = None
-        for record in records:
-            self.recommends[record.speaker] = record
         self.means = mean_scores(self.ws.live_options(), self.ws.scores)
         for option_id, mean in self.means.items():
             if any(option_id in row for row in self.ws.scores.values()):
