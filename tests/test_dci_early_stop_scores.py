@@ -16,7 +16,7 @@ import pytest
 from dissensus.dci import FunctionParticipant, RawAct, deliberate
 from dissensus.dci.packet import DecisionPacket
 from dissensus.dci.participant import ActRequest, FailureKind, ParticipantFailure
-from dissensus.dci.task import Task, TaskOption
+from dissensus.dci.task import DCIConfig, Task, TaskOption
 
 TASK = Task(
     question="Which plan?",
@@ -95,3 +95,33 @@ def test_a_recommend_made_before_the_stop_counts_in_the_packet() -> None:
     (minority,) = packet.minority_report
     assert minority.option == "o2" and minority.holders == ["explorer"]
     assert minority.rationale == "explorer: o2 fits"
+
+
+@pytest.mark.parametrize("stop_stage", ["frame", "propose"])
+def test_a_stop_before_canonicalisation_still_keeps_max_options_in_play(stop_stage: str) -> None:
+    """A stop in stage 1 or 2 skipped canonicalisation: the packet showed every option
+    ever given as in play, beyond ``max_options``, and proposals copying a kept option
+    unmerged."""
+    proposed: list[str] = []
+
+    def act(req: ActRequest) -> RawAct:
+        if req.stage == "frame" and stop_stage != "frame":
+            return RawAct(act="frame", target="a0", text="frame")
+        if req.stage == "propose" and len(proposed) < 2:
+            proposed.append(req.participant)
+            return RawAct(act="propose", target="a0", text="p", option="plan A.")
+        raise ParticipantFailure("budget_exhausted", "budget spent")
+
+    config = DCIConfig(max_options=2)
+    task = Task(question="Which plan?", options=TASK.options, dci=config)
+    agents = [FunctionParticipant(p.id, act) for p in task.participants]
+    packet = asyncio.run(deliberate(task, agents)).packet
+    assert packet.status == "budget_exhausted"
+    in_play = [o.id for o in packet.options if o.status in ("live", "selected")]
+    assert in_play == ["o1", "o2"]
+    statuses = {o.id: o.status for o in packet.options}
+    assert statuses["o3"] == "dropped"
+    if stop_stage == "propose":  # both copies of "Plan a" merged into it
+        assert statuses["o4"] == statuses["o5"] == "merged"
+        assert packet.selected is not None and packet.selected.id == "o1"
+        assert set(proposed) <= set(packet.selected.supporters)

@@ -31,7 +31,8 @@ latest row: a stop in a later round's scoring stage keeps, for every participant
 had not scored in it yet, its row of the round before (on the options still in play),
 so the round-1 scores still decide when round 2's scoring is cut short; the recommends of
 those who spoke before the stop count in the packet's supporters and minority report as
-their scores do. A ``model_failure`` is logged per act; if
+their scores do. A stop before the options are canonicalised (in stage 1 or 2, or in a
+discussion round of the ablation without DCI-CF) canonicalises them first. A ``model_failure`` is logged per act; if
 every participant of a stage fails (a failed call, or answers that never validate: a
 model whose answers all break the schema is a failed model, not a complete run) the run
 stops with ``status: model_failure``; in the one-speaker stages (frame, synthesize) that is
@@ -518,6 +519,10 @@ class _Run:
             self.status = abort.kind
             self.detail = str(abort)
             if self.selected is None:
+                # A stop in stage 2 (or in a discussion round) comes before the options
+                # proposed so far are canonicalised: they are now, so selection and the
+                # packet see at most max_options in play, copies merged, as ever.
+                self.canonicalise()
                 self.select_now()
 
     def canonicalise(self) -> None:
