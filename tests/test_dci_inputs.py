@@ -281,6 +281,21 @@ BAD_ARGUMENTS: dict[str, tuple[dict[str, Any], str, str]] = {
     "meter raises": ({"meter": _boom}, "meter", "the meter raised ZeroDivisionError"),
     "meter returns junk": ({"meter": lambda: "x"}, "meter", "must return a Usage, got str"),
     "clock not callable": ({"clock": None}, "clock", "expected a callable"),
+    # a Task built in code is not held to a task file's checks; deliberate is
+    "no participant": (
+        {"task": TASK.model_copy(update={"participants": ()})},
+        "participants",
+        "at least one participant is needed",
+    ),
+    "a participant twice": (
+        {
+            "task": TASK.model_copy(
+                update={"participants": (*TASK.participants, TASK.participants[0])}
+            )
+        },
+        "participants.4.id",
+        "duplicate participant id 'framer'",
+    ),
 }
 
 

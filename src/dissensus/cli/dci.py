@@ -234,12 +234,11 @@ def deliberate_cmd(
 
 
 def stop_cause(output: DeliberationOutput) -> str:
-    """Why a deliberation stopped early: its first failure's problem, else its status detail."""
-    if output.packet is not None:
-        for failure in output.packet.failures:
-            if failure.problems:
-                return " ".join(failure.problems[0].split())
-    return output.detail or output.status
+    """Why a deliberation stopped early: its status detail, which says what stopped it
+    (the budget's refusal, the deadline, the stage in which every participant failed,
+    quoting the failure), never an earlier failure the run went on after (an invalid
+    act recorded in stage 2 is not why the budget ran out in stage 5)."""
+    return " ".join((output.detail or output.status).split())
 
 
 def _show(output: DeliberationOutput) -> None:

@@ -26,7 +26,13 @@ for ``n`` participants and ``R = max_rounds`` (:func:`request_bound`).
 
 Failures. ``budget_exhausted`` stops the run at once; selection then runs on whatever
 exists (the cascade over the scores so far, or the tie-break over the live options) and
-the packet says ``status: budget_exhausted``. A ``model_failure`` is logged per act; if
+the packet says ``status: budget_exhausted``. The scores so far are each participant's
+latest row: a stop in a later round's scoring stage keeps, for every participant that
+had not scored in it yet, its row of the round before (on the options still in play),
+so the round-1 scores still decide when round 2's scoring is cut short; the recommends of
+those who spoke before the stop count in the packet's supporters and minority report as
+their scores do. A stop before the options are canonicalised (in stage 1 or 2, or in a
+discussion round of the ablation without DCI-CF) canonicalises them first. A ``model_failure`` is logged per act; if
 every participant of a stage fails (a failed call, or answers that never validate: a
 model whose answers all break the schema is a failed model, not a complete run) the run
 stops with ``status: model_failure``; in the one-speaker stages (frame, synthesize) that is
@@ -69,9 +75,10 @@ participant's ``model_failure``, and the run ends with its packet; the model cli
 budget refusal (``BudgetExceeded``) is a ``budget_exhausted``, which stops the run with
 its packet.
 
-Arguments. ``task``, ``agents`` (a sequence of participants with string ids, none given
-twice), ``config``, ``policy``, ``meter`` and ``clock`` are checked before any
-participant is asked, and ``meter`` is read once then (it must return a :class:`Usage`);
+Arguments. ``task`` (at least one participant, none twice: a task file is held to that,
+a :class:`Task` built in code is not), ``agents`` (a sequence of participants with
+string ids, none given twice), ``config``, ``policy``, ``meter`` and ``clock`` are
+checked before any participant is asked, and ``meter`` is read once then (it must return a :class:`Usage`);
 a wrong one is a :class:`ConfigError` naming it. A meter that fails only at the end does
 not cost the packet: usage falls back to the flow's own count and ``status_detail`` says
 so. Agents whose id no participant of the task has are not asked (as before).
@@ -387,9 +394,14 @@ class _Run:
         if problems:
             return problems
         self.last_raw = raw
-        return self.ws.apply(
+        record = self.ws.apply(
             seat.spec.id, raw, stage=stage, round_=round_, typed=self.cfg.typed_grammar
         )
+        if raw.act == "recommend":
+            # Recorded now, not when the stage ends: a stage cut short (budget, deadline)
+            # keeps the recommends of those who spoke, as it keeps their scores.
+            self.recommends[seat.spec.id] = record
+        return record
 
     def _trace(self, stage: str, round_: int, seat: _Seat, chars: int, outcome: str) -> None:
         self.trace.append(
@@ -507,6 +519,10 @@ class _Run:
             self.status = abort.kind
             self.detail = str(abort)
             if self.selected is None:
+                # A stop in stage 2 (or in a discussion round) comes before the options
+                # proposed so far are canonicalised: they are now, so selection and the
+                # packet see at most max_options in play, copies merged, as ever.
+                self.canonicalise()
                 self.select_now()
 
     def canonicalise(self) -> None:
@@ -526,15 +542,27 @@ class _Run:
             self.ws.options[option_id].status = "dropped"
 
     async def score(self, round_: int) -> dict[str, dict[str, float]]:
-        self.ws.scores = {}
+        earlier, self.ws.scores = self.ws.scores, {}
         # Scores are independent: nobody sees another's recommendation of this stage.
         self.snapshot = self.ws.model_copy(deep=True)
         try:
-            records = await self.stage_all("score", round_)
+            # each recommend is recorded as it is accepted (_accept)
+            await self.stage_all("score", round_)
+        except _Abort:
+            # Stopped before every participant scored: one that has not scored in this
+            # round keeps its row of the round before, on the options still in play, so
+            # that selection runs on the latest scores, never on none.
+            live = self.ws.live_options()
+            kept = {
+                speaker: {o: row[o] for o in live if o in row}
+                for speaker, row in earlier.items()
+                if speaker not in self.ws.scores
+            }
+            rows = {**{p: r for p, r in kept.items() if r}, **self.ws.scores}
+            self.ws.scores = {s.spec.id: rows[s.spec.id] for s in self.seats if s.spec.id in rows}
+            raise
         finally:
             self.snapshot = None
-        for record in records:
-            self.recommends[record.speaker] = record
         self.means = mean_scores(self.ws.live_options(), self.ws.scores)
         for option_id, mean in self.means.items():
             if any(option_id in row for row in self.ws.scores.values()):
@@ -707,8 +735,12 @@ def _check_call(
 
 def _seats(task: Task, agents: Sequence[Participant], config: DCIConfig) -> list[_Seat]:
     by_id = {a.id: a for a in agents}
+    if not task.participants:  # a task file cannot say so; a Task built in code can
+        raise ConfigError("at least one participant is needed", field="participants")
     seats: list[_Seat] = []
     for i, spec in enumerate(task.participants):
+        if any(seat.spec.id == spec.id for seat in seats):
+            raise ConfigError(f"duplicate participant id {spec.id!r}", field=f"participants.{i}.id")
         agent = by_id.get(spec.id)
         if agent is None:
             raise ConfigError(

@@ -14,7 +14,10 @@
   :class:`~dissensus.signals.Voice` attributed to the model that answered and
   its family, never to the panel's agents.
 * **DCI.** A deliberation (:mod:`dissensus.dci`) over the case's question and options,
-  seeded with the agents' positions as context; it returns a decision packet.
+  seeded with the agents' positions as context; it returns a decision packet. An option
+  whose text is blank (a pairwise case whose ``output_2`` is empty) is put to the
+  participants by its id, as an option given without text is; one whose id is blank is
+  labelled by its position (``option 2``): every option of the case is deliberated.
 
 The case's question is ``meta.question`` (or ``meta.input``); its options are
 ``meta.options`` (id -> text, or a list of ``{id, text}`` or of ids), or LLMBar's
@@ -56,6 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from dissensus.cases import CaseSpec
 from dissensus.dci.packet import DecisionPacket
+from dissensus.dci.task import TaskOption
 from dissensus.errors import InputError
 from dissensus.llm.base import ChatRequest, Message, StructuredOutputError
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
@@ -301,11 +305,19 @@ def _positions_context(panel: Panel) -> str:
     return "\n".join(lines)
 
 
+def _task_option(index: int, oid: str, text: str) -> TaskOption:
+    """The case's option ``index`` (0-based) as a deliberation task's: a blank id is
+    labelled by its position, a blank text is the option's label (no option of a task is
+    blank)."""
+    label = oid if oid.strip() else f"option {index + 1}"
+    return TaskOption(id=label, text=text if text.strip() else label)
+
+
 async def run_dci(panel: Panel, client: CaseClient) -> DecisionPacket:
     """A DCI deliberation on the case; returns its decision packet."""
     from dissensus.agents.deliberator import LLMDeliberator
     from dissensus.dci.flow import deliberate
-    from dissensus.dci.task import Task, TaskOption
+    from dissensus.dci.task import Task
 
     question = case_question(panel) or f"Which decision should be taken on case {panel.id}?"
     options = case_options(panel)
@@ -316,7 +328,7 @@ async def run_dci(panel: Panel, client: CaseClient) -> DecisionPacket:
         id="case",
         question=question,
         context=_positions_context(panel),
-        options=tuple(TaskOption(id=oid, text=text) for oid, text in options),
+        options=tuple(_task_option(i, oid, text) for i, (oid, text) in enumerate(options)),
     )
     agents = [LLMDeliberator(client, spec.id, temperature=0.0) for spec in task.participants]
     result = await deliberate(task, agents, meter=lambda: client.usage)
