@@ -76,6 +76,7 @@ from dissensus.cli.common import (
     EXIT_USAGE,
     INTERRUPT_SAID,
     STOP_SIGNALS,
+    check_progress_setting,
     escape_unencodable,
     ignore_zero_columns,
     mark_command_start,
@@ -355,6 +356,7 @@ def _main(argv: list[str] | None, held: frozenset[int] = frozenset()) -> int:
         with _sigterm_interrupts(), _plain_warnings():
             if held:  # one that arrived meanwhile is handled here, as during the command
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+            check_progress_setting()  # a value no command could read: said before any
             code = _command().main(args=argv, prog_name="dissensus", standalone_mode=False)
     except SystemExit as exc:
         if type(sys.stdout).__name__ == "PacifyFlushWrapper":

@@ -23,7 +23,12 @@ Choices this module makes:
   and the bidi and invisible characters as ``\\u`` (:func:`json_shown`), as the
   tables escape them: JSON's own escaping stops at U+001F. The value is the same.
 * **One progress switch.** A bar is drawn on standard error when it is a terminal or
-  ``$DISSENSUS_PROGRESS=1`` (:func:`progress_enabled`); :class:`Bar` is the one bar
+  ``$DISSENSUS_PROGRESS`` is on (:func:`progress_enabled`): ``1``, ``true``, ``yes`` or
+  ``on`` draw progress on any standard error, ``0``, ``false``, ``no`` or ``off`` on
+  none (a terminal included), unset or empty leaves it to the terminal (any case, spaces
+  around ignored). Any other value stops every command at its start with one line
+  naming the variable and the values it takes (exit 2, :func:`check_progress_setting`):
+  ``yes`` was read as "off" without a word. :class:`Bar` is the one bar
   every command uses. On a standard error that is no terminal it is plain lines, one
   every :data:`LINE_EVERY_S` seconds said by a timer thread whether or not anything
   advanced (the main thread may be inside a model load or an embedding for a minute),
@@ -181,6 +186,7 @@ __all__ = [
     "MAX_SECONDS",
     "MAX_WORKERS",
     "OUTPUT_LOCK",
+    "PROGRESS_ENV",
     "STOP_SIGNALS",
     "Bar",
     "atomic_output",
@@ -188,6 +194,7 @@ __all__ = [
     "check_journal_file",
     "check_output_path",
     "check_outputs",
+    "check_progress_setting",
     "check_run_input",
     "command_started",
     "count_lines",
@@ -775,9 +782,46 @@ def load_json_file(path: str | Path, *, what: str = "file") -> object:
     return load_strict(path, what=what)
 
 
+PROGRESS_ENV = "DISSENSUS_PROGRESS"
+"""The variable that turns progress on or off (:func:`progress_setting`)."""
+
+_PROGRESS_ON = ("1", "true", "yes", "on")
+_PROGRESS_OFF = ("0", "false", "no", "off")
+
+
+def progress_setting() -> bool | None:
+    """``$DISSENSUS_PROGRESS`` read: ``True`` (on whatever standard error is), ``False``
+    (off, a terminal too), ``None`` (unset or empty: a terminal's); a
+    :class:`~dissensus.errors.ConfigError` naming the values it takes for any other."""
+    value = os.environ.get(PROGRESS_ENV, "").strip().lower()
+    if not value:
+        return None
+    if value in _PROGRESS_ON:
+        return True
+    if value in _PROGRESS_OFF:
+        return False
+    from dissensus.errors import ConfigError
+
+    raise ConfigError(
+        f"${PROGRESS_ENV} is {quoted(os.environ[PROGRESS_ENV])}: set it to "
+        f"{', '.join(_PROGRESS_ON)} (progress on), {', '.join(_PROGRESS_OFF)} (off), "
+        "or leave it unset (progress on a terminal)"
+    )
+
+
+def check_progress_setting() -> None:
+    """Refuse (exit 2) a ``$DISSENSUS_PROGRESS`` :func:`progress_setting` cannot read;
+    the CLI's entry point calls it before any command runs."""
+    progress_setting()
+
+
 def progress_enabled(enabled: bool = True) -> bool:
-    """Whether progress bars are drawn: stderr is a terminal or ``$DISSENSUS_PROGRESS=1``."""
-    return enabled and (err_console.is_terminal or os.environ.get("DISSENSUS_PROGRESS") == "1")
+    """Whether progress bars are drawn: ``$DISSENSUS_PROGRESS`` on, or unset and standard
+    error a terminal (:func:`progress_setting`)."""
+    if not enabled:
+        return False
+    setting = progress_setting()
+    return err_console.is_terminal if setting is None else setting
 
 
 LINE_EVERY_S = 5.0
