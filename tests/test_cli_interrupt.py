@@ -713,3 +713,40 @@ def test_runs_resume_interrupted_as_it_starts_names_its_output(
     assert (
         done.err == f"interrupted: resume with dissensus runs resume R --journal {journal}{said}\n"
     )
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_an_interrupt_as_the_run_is_started_names_the_resume_once_it_is_journalled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, committed: bool
+) -> None:
+    """A signal as ``run.started`` is committed (the commit done, the call not yet
+    returned) names the resume command of the run, its random id included, with its
+    output; it said only ``interrupted``, though the run was journalled. One before the
+    commit says ``interrupted``: no run exists."""
+    import dissensus.pipeline.batch
+
+    start_run = dissensus.pipeline.batch.start_run
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        if committed:
+            start_run(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dissensus.pipeline.batch, "start_run", interrupted)
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "2", "1"])])
+    journal, out = tmp_path / "j.sqlite", tmp_path / "out.jsonl"
+    done = cli("decide", inp, "--journal", journal, "--output", out)
+    assert done.code == 130
+    with Journal(journal) as j:
+        runs = [r.run_id for r in j.runs()]
+    if not committed:
+        assert done.err == "interrupted\n" and runs == []
+        return
+    [run_id] = runs
+    assert done.err == (
+        f"interrupted: resume with dissensus runs resume {run_id} --journal {journal} "
+        f"--output {out}\n"
+    )
+    monkeypatch.undo()
+    assert cli("runs", "resume", run_id, "--journal", journal, "--output", out).code == 0
+    assert out.read_text().count("\n") == 1

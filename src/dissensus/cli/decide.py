@@ -38,8 +38,9 @@ Choices this module makes:
   unretrieved and never closes a generator an ``anext`` runs
   (:mod:`dissensus.pipeline.batch`). A signal once the run is journalled but before
   its loop starts (counting the input's lines, reading its resolutions) names the
-  resume command too; one while ``run.started`` is being committed says only
-  ``interrupted`` (the run may not exist): ``dissensus runs list`` shows it if it does.
+  resume command too; so does one while ``run.started`` is being committed, once the
+  commit is done (the run's id is chosen before, a random one too); one before it says
+  ``interrupted``: no run exists.
 * ``--deadline`` stops a run within the step in progress when it passes: a window of
   panels is embedded in calls of at most 32 texts and none starts after the deadline
   (:mod:`dissensus.pipeline.runtime`).
@@ -397,6 +398,25 @@ def said_interrupted(
     return EXIT_INTERRUPTED
 
 
+def _said_interrupted_start(
+    journal: Journal, run_id: str, output: str | None, json_out: bool
+) -> int:
+    """A signal while the run was being started: the run's resume command when its
+    ``run.started`` was committed (the signal came as the commit returned), else the
+    plain ``interrupted`` (nothing was journalled; so too when the journal cannot say);
+    the exit code."""
+    try:
+        exists = journal.run(run_id, missing_ok=True) is not None
+    except Exception:
+        exists = False
+    if exists:
+        return said_interrupted(journal, run_id, output, json_out)
+    sys.stderr.write("interrupted\n")
+    sys.stderr.flush()
+    INTERRUPT_SAID.append(True)
+    return EXIT_INTERRUPTED
+
+
 def said_resumable(exc: DissensusError, journal: str, output: str | None, json_out: bool) -> int:
     """The error line of a run stopped partial (its deadline, a Ray worker that died):
     the error's words as a message shows them, then the resume command it names, with
@@ -715,7 +735,7 @@ def decide_cmd(
 ) -> None:
     """Decide every panel: read -> route -> guard -> protocol -> record, journalled and resumable."""
     from dissensus.engines import check_engine
-    from dissensus.pipeline.batch import read_stdin, start_run
+    from dissensus.pipeline.batch import new_run_id, read_stdin, start_run
     from dissensus.pipeline.spec import RunSpec
     from dissensus.store.journal import journal_path
 
@@ -741,8 +761,14 @@ def decide_cmd(
     # Standard input is read before the journal is opened: refused whole (gzip, UTF-16,
     # too large), it leaves no journal behind, as the same bytes in a file do.
     stdin = read_stdin() if panels == "-" else None
+    run_id = new_run_id() if run_id is None else run_id  # named, whatever stops the start
     with opened_journal(target, must_exist=False) as store:
-        info = start_run(store, panels, spec, stdin=stdin, run_id=run_id, lock=True)
+        try:
+            info = start_run(store, panels, spec, stdin=stdin, run_id=run_id, lock=True)
+        except KeyboardInterrupt:  # the run may be journalled already: said if it is
+            raise typer.Exit(
+                code=_said_interrupted_start(store, run_id, output, json_out)
+            ) from None
         try:
             total = count_lines(panels) if progress_enabled() else None
             code = run_and_report(
