@@ -85,6 +85,11 @@ Choices this module makes:
   console zero columns wide and prints nothing at all: no table, no run id, no ``--help``,
   with exit 0. :func:`ignore_zero_columns` (the CLI's entry point calls it) reads a zero
   width as unset, so output is as wide as the terminal, or 80 columns on a pipe.
+* **A table keeps its ids whole.** The id column a user types in the next command
+  (``runs list``'s run, ``review list``'s review id, ``route``'s and ``vote``'s panel
+  id, ``acceptance status``'s file) is never wrapped, cut or squeezed out, however
+  narrow ``$COLUMNS`` is (:func:`print_table`): at 10 to 20 columns it was dropped
+  whole, a little wider wrapped over lines. The other columns share what is left.
 * **A stream that cannot hold a character escapes it.** Standard output in a locale
   that is not UTF-8 (``PYTHONIOENCODING=ascii``, a Latin-1 terminal, a Windows code
   page) cannot encode ``θ`` or an id's ``é``, and the write failed with a traceback.
@@ -141,7 +146,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
@@ -149,6 +154,7 @@ from typing import IO, TYPE_CHECKING, TypeVar, cast
 
 import typer
 from pydantic import BaseModel
+from rich.cells import cell_len
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -159,6 +165,7 @@ from rich.progress import (
     TaskID,
     TextColumn,
 )
+from rich.table import Table
 from rich.text import Text
 
 from dissensus.errors import InputError
@@ -210,6 +217,7 @@ __all__ = [
     "out_console",
     "output_handle",
     "print_json",
+    "print_table",
     "progress",
     "progress_enabled",
     "quoted",
@@ -747,6 +755,23 @@ def output_handle(
         return
     with atomic_output(path, keep_on=keep_on) as handle:
         yield handle
+
+
+def print_table(table: Table, *, whole: Sequence[int] = (0,)) -> None:
+    """Print ``table`` on standard output with its columns ``whole`` (the ids a user types
+    in the next command) never wrapped, cut or squeezed out, whatever ``$COLUMNS`` says:
+    each is as wide as its widest cell and the other columns share what is left (down to
+    nothing); a console narrower than those columns prints the table that wide, for the
+    terminal to wrap, rather than cut an id."""
+    need = 0
+    for index in whole:
+        column = table.columns[index]
+        widest = max((cell_len(str(cell)) for cell in column.cells), default=0)
+        column.no_wrap = True
+        column.min_width = max(column.min_width or 0, widest)
+        need += widest + 3  # its padding and the rule after it
+    width = out_console.width
+    out_console.print(table, width=max(width, need + 1) if need >= width else None)
 
 
 def print_json(obj: BaseModel | dict[str, object] | list[object]) -> None:

@@ -53,6 +53,7 @@ from dissensus.cli.common import (
     out_console,
     output_handle,
     print_json,
+    print_table,
     progress_enabled,
     shown,
 )
@@ -123,7 +124,7 @@ def runs_list(
             shown(summary.status),
             shown(summary.meta.get("input", "-")),
         )
-    out_console.print(table)
+    print_table(table)
     raise typer.Exit(code=EXIT_OK)
 
 
