@@ -363,15 +363,20 @@ def shown_block(text: object) -> str:
 
 
 def number_in(
-    low: float | None = None, high: float | None = None
+    low: float | None = None, high: float | None = None, *, above: bool = False
 ) -> Callable[[float | None], float | None]:
-    """Typer callback for a float option: finite (``nan``, ``inf`` refused), within [low, high]."""
+    """Typer callback for a float option: finite (``nan``, ``inf`` refused), within [low,
+    high] (``above``: more than ``low``, not ``low`` itself)."""
 
     def check(value: float | None) -> float | None:
         if value is None:
             return None
         if not math.isfinite(value):
             raise typer.BadParameter(f"must be a finite number (got {value})")
+        if above and low is not None and value <= low:
+            raise typer.BadParameter(
+                f"must be more than {shown_number(low)} (got {shown_number(value)})"
+            )
         if low is not None and value < low:
             raise typer.BadParameter(
                 f"must be at least {shown_number(low)} (got {shown_number(value)})"
