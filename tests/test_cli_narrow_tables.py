@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import cli
 from pipeline_cases import mixed_batch, panel, write_jsonl, write_policy
 
-WIDTHS = [10, 13, 16, 20, 30, 45]
+WIDTHS = [1, 3, 10, 13, 16, 20, 30, 45]
 
 
 @pytest.fixture(scope="module")

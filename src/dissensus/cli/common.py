@@ -775,8 +775,15 @@ def print_table(table: Table, *, whole: Sequence[int] = (0,)) -> None:
         column.no_wrap = True
         column.min_width = max(column.min_width or 0, widest)
         need += widest + 3  # its padding and the rule after it
-    width = out_console.width
-    out_console.print(table, width=max(width, need + 1) if need >= width else None)
+    if need < out_console.width:
+        out_console.print(table)
+        return
+    given = out_console._width  # what the console was told (None: the terminal's)
+    out_console.width = need + 1  # a narrower print(width=...) is clamped to the console's
+    try:
+        out_console.print(table)
+    finally:
+        out_console._width = given
 
 
 def print_json(obj: BaseModel | dict[str, object] | list[object]) -> None:
