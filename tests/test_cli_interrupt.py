@@ -598,6 +598,7 @@ main.main()
         (["-o", "f", "--journal=a b.sqlite", "--deadline", "5", "R2"], {}, "R2 --journal 'a b.sqlite' --output f"),
         (["-oa b.jsonl", "R5", "--output=o.jsonl", "--json"], {}, "R5 --output o.jsonl"),
         (["R6", "-o", "-"], {}, "R6 --output -"),
+        (["R7", "--rejects", "r j.jsonl", "--json"], {}, "R7 --json --rejects 'r j.jsonl'"),
         (["R3"], {"DISSENSUS_JOURNAL": "env.sqlite"}, "R3"),
         (["R4"], {}, "R4"),
     ],

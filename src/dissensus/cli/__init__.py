@@ -294,11 +294,13 @@ def interrupted_line(argv: list[str]) -> str:
     return "interrupted"
 
 
-def _resumed_run(argv: list[str]) -> tuple[str, str | None, str | None, bool] | None:
-    """The run id, the ``--journal``, the ``--output`` (``None``: not given) and whether
-    ``--json`` is given, of ``argv`` when it is ``runs resume ID ...``, read as the
-    command's options take them (an option's value is never taken for the id; the last
-    ``--journal`` or ``--output`` wins); ``None`` for any other command."""
+def _resumed_run(
+    argv: list[str],
+) -> tuple[str, str | None, str | None, bool, str | None] | None:
+    """The run id, the ``--journal``, the ``--output`` (``None``: not given), whether
+    ``--json`` is given and the ``--rejects``, of ``argv`` when it is ``runs resume ID
+    ...``, read as the command's options take them (an option's value is never taken for
+    the id; the last of an option given twice wins); ``None`` for any other command."""
     if argv[:2] != ["runs", "resume"]:
         return None
     command = _command().commands["runs"].commands["resume"]
@@ -332,7 +334,7 @@ def _resumed_run(argv: list[str]) -> tuple[str, str | None, str | None, bool] | 
             run_id = word
     if not run_id:
         return None
-    return run_id, given.get("journal"), given.get("output"), json_out
+    return run_id, given.get("journal"), given.get("output"), json_out, given.get("rejects")
 
 
 @contextmanager

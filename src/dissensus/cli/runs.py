@@ -435,18 +435,22 @@ def runs_resume(
         code = (
             EXIT_INTERRUPTED
             if INTERRUPT_SAID
-            else said_resume_interrupted(run_id, journal, output, json_out)
+            else said_resume_interrupted(run_id, journal, output, json_out, rejects)
         )
     raise typer.Exit(code=code)
 
 
 def resume_interrupted_line(
-    run_id: str, journal: str | None, output: str | None = None, json_out: bool = False
+    run_id: str,
+    journal: str | None,
+    output: str | None = None,
+    json_out: bool = False,
+    rejects: str | None = None,
 ) -> str:
     """The resume line of a ``runs resume`` interrupted before its run took the signal
     over, as :func:`~dissensus.cli.decide.said_interrupted` words it: its ``--journal``
     as given (``None``: the environment's or the default), then its ``--output FILE``
-    or ``--json`` (:func:`~dissensus.cli.decide.output_option`), so that, copied as
+    or ``--json`` and its ``--rejects FILE`` (:func:`~dissensus.cli.decide.output_option`), so that, copied as
     shown, the command writes its records where this one was asked to."""
     from dissensus.cli.decide import output_option
     from dissensus.cli.run_summary import journal_option
@@ -455,17 +459,21 @@ def resume_interrupted_line(
     where = shown(journal_option(journal_path(journal)))
     return (
         f"interrupted: resume with dissensus runs resume {shown(run_id)}{where}"
-        f"{output_option(output, json_out)}"
+        f"{output_option(output, json_out, rejects)}"
     )
 
 
 def said_resume_interrupted(
-    run_id: str, journal: str | None, output: str | None = None, json_out: bool = False
+    run_id: str,
+    journal: str | None,
+    output: str | None = None,
+    json_out: bool = False,
+    rejects: str | None = None,
 ) -> int:
     """Say :func:`resume_interrupted_line`; the exit code. :func:`dissensus.cli.main`
     says it too for a signal before this command runs (while its options are parsed),
     and :mod:`dissensus.__main__` for one while the command line loads."""
-    sys.stderr.write(resume_interrupted_line(run_id, journal, output, json_out) + "\n")
+    sys.stderr.write(resume_interrupted_line(run_id, journal, output, json_out, rejects) + "\n")
     sys.stderr.flush()
     INTERRUPT_SAID.append(True)
     return EXIT_INTERRUPTED
@@ -601,6 +609,6 @@ def _resume(
             code = (
                 EXIT_INTERRUPTED
                 if INTERRUPT_SAID
-                else said_interrupted(store, run_id, output, json_out)
+                else said_interrupted(store, run_id, output, json_out, rejects)
             )
     return code
