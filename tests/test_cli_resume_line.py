@@ -219,3 +219,20 @@ def test_any_shown_rejects_file_reads_back_as_itself(output: str, rejects: str) 
     else:
         assert shlex.split(said) == ["--output", output, "--rejects", rejects]
     assert output_option(None, rejects="r.jsonl") == " --rejects r.jsonl"
+
+
+def test_a_run_id_taken_names_the_resume_with_this_commands_output(tmp_path: Path) -> None:
+    """``decide --run-id R`` of a run the journal holds names the command that resumes it
+    with this command's ``--output`` and ``--rejects``, the paths as they are: the
+    command it named resumed into a table, not into the file given."""
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "2", "1"])])
+    journal = tmp_path / "j.sqlite"
+    assert cli("decide", inp, "--journal", journal, "--run-id", "R").code == 0
+    out, rejects = tmp_path / "o  u.jsonl", tmp_path / "r.jsonl"
+    res = cli("decide", inp, "--journal", journal, "--run-id", "R", "-o", out, "--rejects", rejects)
+    assert res.code == 2
+    [line] = res.err.splitlines()
+    assert line.startswith("error: run 'R' already exists in ")
+    assert _named(line) == ["dissensus", "runs", "resume", "R", "--journal", str(journal),
+                            "--output", str(out), "--rejects", str(rejects)]  # fmt: skip
+    assert not out.exists() and not rejects.exists()

@@ -118,6 +118,7 @@ from dissensus.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_USAGE,
     INTERRUPT_SAID,
     MAX_SECONDS,
     MAX_WORKERS,
@@ -705,6 +706,25 @@ def _check_spec(
         get_backend(name, cache=False, allow_code=allow_code)
 
 
+def _check_new_run(
+    journal: Journal, run_id: str, output: str | None, json_out: bool, rejects: str | None
+) -> None:
+    """Refuse (exit 2) a ``--run-id`` the journal holds already, naming the command that
+    resumes it with this command's output, ``--json`` and rejects file, as every resume
+    line does (:func:`output_option`): the library's words name the journal alone, and
+    the run resumed as they said printed a table, not into the file given."""
+    if journal.run(run_id, missing_ok=True) is None:
+        return
+    # The command after the message's words, never through their whitespace collapsing.
+    words = shown_message(f"run {quoted(run_id)} already exists in {journal.path}")
+    sys.stderr.write(
+        f"error: {words}; resume it with: dissensus runs resume {shown(run_id)}"
+        f"{journal_option(journal.path)}{output_option(output, json_out, rejects)}\n"
+    )
+    sys.stderr.flush()
+    raise typer.Exit(code=EXIT_USAGE)
+
+
 def _check_run_id_given(run_id: str | None) -> None:
     """An empty or blank ``--run-id`` is refused, not taken for a random id: ``--run-id
     "$RID"`` with ``RID`` unset would start a run no later ``runs resume "$RID"`` finds."""
@@ -787,6 +807,7 @@ def decide_cmd(
     stdin = read_stdin() if panels == "-" else None
     run_id = new_run_id() if run_id is None else run_id  # named, whatever stops the start
     with opened_journal(target, must_exist=False) as store:
+        _check_new_run(store, run_id, output, json_out, rejects)
         try:
             info = start_run(store, panels, spec, stdin=stdin, run_id=run_id, lock=True)
         except KeyboardInterrupt:  # the run may be journalled already: said if it is
