@@ -594,8 +594,11 @@ main.main()
 @pytest.mark.parametrize(
     ("args", "env", "said"),
     [
-        (["R", "--journal", "jw.sqlite", "--json"], {}, "R --journal jw.sqlite"),
-        (["-o", "f", "--journal=a b.sqlite", "--deadline", "5", "R2"], {}, "R2 --journal 'a b.sqlite'"),
+        (["R", "--journal", "jw.sqlite", "--json"], {}, "R --journal jw.sqlite --json"),
+        (["-o", "f", "--journal=a b.sqlite", "--deadline", "5", "R2"], {}, "R2 --journal 'a b.sqlite' --output f"),
+        (["-oa b.jsonl", "R5", "--output=o.jsonl", "--json"], {}, "R5 --output o.jsonl"),
+        (["R6", "-o", "-"], {}, "R6 --output -"),
+        (["R7", "--rejects", "r j.jsonl", "--json"], {}, "R7 --json --rejects 'r j.jsonl'"),
         (["R3"], {"DISSENSUS_JOURNAL": "env.sqlite"}, "R3"),
         (["R4"], {}, "R4"),
     ],
@@ -637,3 +640,114 @@ def test_another_command_interrupted_at_once_says_interrupted(tmp_path: Path) ->
     )
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr == "interrupted\n"
+
+
+# The signal lands while the command line loads (as the first of its modules is imported).
+_INTERRUPT_WHILE_LOADING = """
+import os, signal, sys
+import dissensus.__main__ as main
+
+class Interrupting:
+    def find_spec(self, name, path=None, target=None):
+        if name == "dissensus.cli":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, Interrupting())
+sys.argv = ["dissensus", *sys.argv[1:]]
+main.main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["runs", "resume", "R", "--journal", "j.sqlite", "-o", "out.jsonl"],
+         "interrupted: resume with dissensus runs resume R --journal j.sqlite --output out.jsonl"),
+        (["runs", "resume", "R", "--json"], "interrupted: resume with dissensus runs resume R --json"),
+        (["runs", "show", "R"], "interrupted"),
+    ],
+)  # fmt: skip
+def test_an_interrupt_while_the_command_line_loads_names_the_resume_command(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    """A ``runs resume`` stopped while the command line loads (its first few tenths of a
+    second) names its resume command, with its output, as it does once it runs; it
+    said only ``interrupted``, though the run it resumes is journalled."""
+    script = tmp_path / "loading.py"
+    script.write_text(_INTERRUPT_WHILE_LOADING)
+    proc = subprocess.run(
+        [sys.executable, str(script), *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in _env().items() if k != "DISSENSUS_JOURNAL"},
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr == said + "\n"
+    assert not list(tmp_path.glob("*.sqlite")), "nothing was opened"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [(["--output", "o u t.jsonl"], " --output 'o u t.jsonl'"), (["--json"], " --json"), ([], "")],
+)
+def test_runs_resume_interrupted_as_it_starts_names_its_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], said: str
+) -> None:
+    """A signal while ``runs resume`` opens the journal and checks the run (its first
+    second on a long run) names the output as every other resume line does: without
+    it the command copied resumed into a table and the file never got its records."""
+    import dissensus.cli.runs
+
+    def interrupted(*args: Any, **kwargs: Any) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dissensus.cli.runs, "_resume", interrupted)
+    journal = tmp_path / "j.sqlite"
+    done = cli("runs", "resume", "R", "--journal", journal, *args)
+    assert done.code == 130
+    assert (
+        done.err == f"interrupted: resume with dissensus runs resume R --journal {journal}{said}\n"
+    )
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_an_interrupt_as_the_run_is_started_names_the_resume_once_it_is_journalled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, committed: bool
+) -> None:
+    """A signal as ``run.started`` is committed (the commit done, the call not yet
+    returned) names the resume command of the run, its random id included, with its
+    output; it said only ``interrupted``, though the run was journalled. One before the
+    commit says ``interrupted``: no run exists."""
+    import dissensus.pipeline.batch
+
+    start_run = dissensus.pipeline.batch.start_run
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        if committed:
+            start_run(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dissensus.pipeline.batch, "start_run", interrupted)
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "2", "1"])])
+    journal, out = tmp_path / "j.sqlite", tmp_path / "out.jsonl"
+    done = cli("decide", inp, "--journal", journal, "--output", out)
+    assert done.code == 130
+    with Journal(journal) as j:
+        runs = [r.run_id for r in j.runs()]
+    if not committed:
+        assert done.err == "interrupted\n" and runs == []
+        return
+    [run_id] = runs
+    assert done.err == (
+        f"interrupted: resume with dissensus runs resume {run_id} --journal {journal} "
+        f"--output {out}\n"
+    )
+    monkeypatch.undo()
+    assert cli("runs", "resume", run_id, "--journal", journal, "--output", out).code == 0
+    assert out.read_text().count("\n") == 1

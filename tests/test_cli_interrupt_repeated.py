@@ -168,9 +168,13 @@ def test_a_signal_after_the_resume_line_does_not_say_it_again(
     said = decide.said_interrupted
 
     def said_then_signalled(
-        journal: Journal, run_id: str, output: str | None = None, json_out: bool = False
+        journal: Journal,
+        run_id: str,
+        output: str | None = None,
+        json_out: bool = False,
+        rejects: str | None = None,
     ) -> int:
-        code = said(journal, run_id, output, json_out)
+        code = said(journal, run_id, output, json_out, rejects)
         signal.raise_signal(signal.SIGTERM)
         return code
 

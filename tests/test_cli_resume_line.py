@@ -187,3 +187,52 @@ def test_a_journal_lost_mid_run_asks_for_a_journal_path_a_terminal_cannot_show(
     assert res.code == 1 and "connection was lost" in res.err, (calls, res.err)
     (line,) = [ln for ln in res.err.splitlines() if "runs resume" in ln]
     _typed_not_printed(line, journal)
+
+
+def test_a_deadline_names_the_rejects_file_and_the_resume_writes_it_whole(tmp_path: Path) -> None:
+    """The resume command names ``--rejects FILE`` too: copied as shown, the file ends
+    with every rejected line of the run (the resumed run writes it whole); without it,
+    the lines rejected after the stop were only said on standard error."""
+    lines = [panel(f"p{i}", ["1", "2"]) for i in range(400)]
+    inp = write_jsonl(tmp_path / "in.jsonl", lines)
+    with inp.open("a") as handle:
+        handle.write("not json\n")  # rejected after the deadline stopped the run
+    out, rejects, journal = tmp_path / "o.jsonl", tmp_path / "r  j.jsonl", tmp_path / "j.sqlite"
+    res = cli("decide", inp, "--similarity", "tfidf", "--deadline", "0.001", "-o", out,
+              "--rejects", rejects, "--journal", journal, "--run-id", "D")  # fmt: skip
+    assert res.code == 1, res.err
+    named = _named(res.err.strip().splitlines()[-1])
+    assert named[-4:] == ["--output", str(out), "--rejects", str(rejects)]
+    assert rejects.read_text() == ""
+    resumed = cli(*named[1:])
+    assert resumed.code == 3, resumed.err
+    assert rejects.read_text().count("\n") == 1 and out.read_text().count("\n") == 400
+
+
+@seed(20261206)
+@settings_h(max_examples=100, derandomize=True)
+@given(st.text(min_size=1, max_size=20), st.text(min_size=1, max_size=20))
+def test_any_shown_rejects_file_reads_back_as_itself(output: str, rejects: str) -> None:
+    said = output_option(output, rejects=rejects)
+    if has_control(output) or has_control(rejects):
+        assert "FILE" in said
+    else:
+        assert shlex.split(said) == ["--output", output, "--rejects", rejects]
+    assert output_option(None, rejects="r.jsonl") == " --rejects r.jsonl"
+
+
+def test_a_run_id_taken_names_the_resume_with_this_commands_output(tmp_path: Path) -> None:
+    """``decide --run-id R`` of a run the journal holds names the command that resumes it
+    with this command's ``--output`` and ``--rejects``, the paths as they are: the
+    command it named resumed into a table, not into the file given."""
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "2", "1"])])
+    journal = tmp_path / "j.sqlite"
+    assert cli("decide", inp, "--journal", journal, "--run-id", "R").code == 0
+    out, rejects = tmp_path / "o  u.jsonl", tmp_path / "r.jsonl"
+    res = cli("decide", inp, "--journal", journal, "--run-id", "R", "-o", out, "--rejects", rejects)
+    assert res.code == 2
+    [line] = res.err.splitlines()
+    assert line.startswith("error: run 'R' already exists in ")
+    assert _named(line) == ["dissensus", "runs", "resume", "R", "--journal", str(journal),
+                            "--output", str(out), "--rejects", str(rejects)]  # fmt: skip
+    assert not out.exists() and not rejects.exists()

@@ -18,6 +18,10 @@ error a library made of the interrupt while it loaded (an import, a class being 
 ``ImportError``, ``RuntimeError`` with the interrupt as its cause): once a signal is
 noted, the command stops with its one line whatever the import raised.
 
+A ``runs resume ID`` stopped so names its resume command all the same, as it does once
+it runs (the run it resumes exists): the command line is loaded for that line, with the
+signals ignored meanwhile.
+
 Once the command line has loaded, these handlers give way to its own; a signal in
 between (the default action again: SIGTERM would end the process by that signal, a
 Ctrl-C would be a traceback) is held (blocked) until the command line's handlers are in
@@ -62,8 +66,23 @@ def _stop() -> None:
     # by that signal instead of exit 130.
     for signum in (signal.SIGINT, *_TERMINATING):
         signal.signal(signum, signal.SIG_IGN)
-    sys.stderr.write("interrupted\n")
+    sys.stderr.write(_interrupted_line() + "\n")
     raise SystemExit(EXIT_INTERRUPTED)
+
+
+def _interrupted_line() -> str:
+    """``interrupted``; for ``runs resume ID`` its resume command, as the command says it
+    once it runs (:func:`dissensus.cli.interrupted_line`): the run exists already, and
+    the line is the one to copy. The command line is loaded for it (the signals that stop
+    a command ignored meanwhile); anything that fails there says the plain line."""
+    if sys.argv[1:3] != ["runs", "resume"]:
+        return "interrupted"
+    try:
+        from dissensus.cli import interrupted_line
+
+        return interrupted_line(sys.argv[1:])
+    except BaseException:  # a command line that cannot load after the interrupt
+        return "interrupted"
 
 
 def main() -> None:

@@ -76,6 +76,7 @@ from dissensus.cli.common import (
     EXIT_USAGE,
     INTERRUPT_SAID,
     STOP_SIGNALS,
+    check_progress_setting,
     escape_unencodable,
     ignore_zero_columns,
     mark_command_start,
@@ -273,35 +274,47 @@ def main(argv: list[str] | None = None, *, held: frozenset[int] = frozenset()) -
 def _said_interrupted(argv: list[str] | None) -> None:
     """Say that the command was interrupted: ``runs resume ID`` names its resume command
     (as it does once it runs), every other command says ``interrupted``."""
-    words = sys.argv[1:] if argv is None else argv
-    try:
-        resumed = _resumed_run(words)
-        if resumed is not None:
-            from dissensus.cli.runs import said_resume_interrupted
-
-            said_resume_interrupted(*resumed)
-            return
-    except Exception:  # arguments it cannot read: the plain line, never a traceback
-        pass
-    sys.stderr.write("interrupted\n")
+    sys.stderr.write(interrupted_line(sys.argv[1:] if argv is None else argv) + "\n")
+    sys.stderr.flush()
     INTERRUPT_SAID.append(True)
 
 
-def _resumed_run(argv: list[str]) -> tuple[str, str | None] | None:
-    """The run id and the ``--journal`` (``None``: not given) of ``argv`` when it is
-    ``runs resume ID ...``, read as the command's options take them (an option's value is
-    never taken for the id; the last ``--journal`` wins); ``None`` for any other command."""
+def interrupted_line(argv: list[str]) -> str:
+    """What an interrupt of the command ``argv`` says before the command's own handling:
+    ``runs resume ID`` its resume command (:func:`~dissensus.cli.runs.resume_interrupted_line`),
+    any other command (or arguments it cannot read) ``interrupted``."""
+    try:
+        resumed = _resumed_run(argv)
+        if resumed is not None:
+            from dissensus.cli.runs import resume_interrupted_line
+
+            return resume_interrupted_line(*resumed)
+    except Exception:  # arguments it cannot read: the plain line, never a traceback
+        pass
+    return "interrupted"
+
+
+def _resumed_run(
+    argv: list[str],
+) -> tuple[str, str | None, str | None, bool, str | None] | None:
+    """The run id, the ``--journal``, the ``--output`` (``None``: not given), whether
+    ``--json`` is given and the ``--rejects``, of ``argv`` when it is ``runs resume ID
+    ...``, read as the command's options take them (an option's value is never taken for
+    the id; the last of an option given twice wins); ``None`` for any other command."""
     if argv[:2] != ["runs", "resume"]:
         return None
     command = _command().commands["runs"].commands["resume"]
+    options = [param for param in command.params if param.param_type_name == "option"]
     takes_value = {  # (the CLI framework's own click, whichever it is: by duck typing)
         name
-        for param in command.params
-        if param.param_type_name == "option" and not param.is_flag and not param.count
+        for param in options
+        if not param.is_flag and not param.count
         for name in (*param.opts, *param.secondary_opts)
     }
+    named = {name: param.name for param in options for name in param.opts}
     run_id: str | None = None
-    journal: str | None = None
+    given: dict[str, str] = {}
+    json_out = False
     words = iter(argv[2:])
     for word in words:
         if word == "--":  # what follows is arguments only
@@ -309,16 +322,19 @@ def _resumed_run(argv: list[str]) -> tuple[str, str | None] | None:
             break
         if word.startswith("-") and word != "-":
             name, equals, value = word.partition("=")
-            if name in takes_value and name.startswith("--"):
-                value = value if equals else next(words, "")
-                if name == "--journal":
-                    journal = value
-            elif not word.startswith("--") and word[:2] in takes_value and len(word) == 2:
-                next(words, None)  # a short option's value in the next word (-o FILE)
+            if not word.startswith("--"):  # a short option: its value joined (-oF) or next
+                name, equals, value = word[:2], "", word[2:]
+                equals = "=" if value else ""
+            if name in takes_value:
+                given[named.get(name, name)] = value if equals else next(words, "")
+            elif named.get(word) == "json_out":
+                json_out = True
             continue
         if run_id is None:
             run_id = word
-    return (run_id, journal) if run_id else None
+    if not run_id:
+        return None
+    return run_id, given.get("journal"), given.get("output"), json_out, given.get("rejects")
 
 
 @contextmanager
@@ -355,6 +371,7 @@ def _main(argv: list[str] | None, held: frozenset[int] = frozenset()) -> int:
         with _sigterm_interrupts(), _plain_warnings():
             if held:  # one that arrived meanwhile is handled here, as during the command
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+            check_progress_setting()  # a value no command could read: said before any
             code = _command().main(args=argv, prog_name="dissensus", standalone_mode=False)
     except SystemExit as exc:
         if type(sys.stdout).__name__ == "PacifyFlushWrapper":

@@ -23,7 +23,12 @@ Choices this module makes:
   and the bidi and invisible characters as ``\\u`` (:func:`json_shown`), as the
   tables escape them: JSON's own escaping stops at U+001F. The value is the same.
 * **One progress switch.** A bar is drawn on standard error when it is a terminal or
-  ``$DISSENSUS_PROGRESS=1`` (:func:`progress_enabled`); :class:`Bar` is the one bar
+  ``$DISSENSUS_PROGRESS`` is on (:func:`progress_enabled`): ``1``, ``true``, ``yes`` or
+  ``on`` draw progress on any standard error, ``0``, ``false``, ``no`` or ``off`` on
+  none (a terminal included), unset or empty leaves it to the terminal (any case, spaces
+  around ignored). Any other value stops every command at its start with one line
+  naming the variable and the values it takes (exit 2, :func:`check_progress_setting`):
+  ``yes`` was read as "off" without a word. :class:`Bar` is the one bar
   every command uses. On a standard error that is no terminal it is plain lines, one
   every :data:`LINE_EVERY_S` seconds said by a timer thread whether or not anything
   advanced (the main thread may be inside a model load or an embedding for a minute),
@@ -80,6 +85,11 @@ Choices this module makes:
   console zero columns wide and prints nothing at all: no table, no run id, no ``--help``,
   with exit 0. :func:`ignore_zero_columns` (the CLI's entry point calls it) reads a zero
   width as unset, so output is as wide as the terminal, or 80 columns on a pipe.
+* **A table keeps its ids whole.** The id column a user types in the next command
+  (``runs list``'s run, ``review list``'s review id, ``route``'s and ``vote``'s panel
+  id, ``acceptance status``'s file) is never wrapped, cut or squeezed out, however
+  narrow ``$COLUMNS`` is (:func:`print_table`): at 10 to 20 columns it was dropped
+  whole, a little wider wrapped over lines. The other columns share what is left.
 * **A stream that cannot hold a character escapes it.** Standard output in a locale
   that is not UTF-8 (``PYTHONIOENCODING=ascii``, a Latin-1 terminal, a Windows code
   page) cannot encode ``θ`` or an id's ``é``, and the write failed with a traceback.
@@ -136,7 +146,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
@@ -144,6 +154,7 @@ from typing import IO, TYPE_CHECKING, TypeVar, cast
 
 import typer
 from pydantic import BaseModel
+from rich.cells import cell_len
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -154,6 +165,7 @@ from rich.progress import (
     TaskID,
     TextColumn,
 )
+from rich.table import Table
 from rich.text import Text
 
 from dissensus.errors import InputError
@@ -181,6 +193,7 @@ __all__ = [
     "MAX_SECONDS",
     "MAX_WORKERS",
     "OUTPUT_LOCK",
+    "PROGRESS_ENV",
     "STOP_SIGNALS",
     "Bar",
     "atomic_output",
@@ -188,6 +201,7 @@ __all__ = [
     "check_journal_file",
     "check_output_path",
     "check_outputs",
+    "check_progress_setting",
     "check_run_input",
     "command_started",
     "count_lines",
@@ -203,6 +217,7 @@ __all__ = [
     "out_console",
     "output_handle",
     "print_json",
+    "print_table",
     "progress",
     "progress_enabled",
     "quoted",
@@ -348,15 +363,20 @@ def shown_block(text: object) -> str:
 
 
 def number_in(
-    low: float | None = None, high: float | None = None
+    low: float | None = None, high: float | None = None, *, above: bool = False
 ) -> Callable[[float | None], float | None]:
-    """Typer callback for a float option: finite (``nan``, ``inf`` refused), within [low, high]."""
+    """Typer callback for a float option: finite (``nan``, ``inf`` refused), within [low,
+    high] (``above``: more than ``low``, not ``low`` itself)."""
 
     def check(value: float | None) -> float | None:
         if value is None:
             return None
         if not math.isfinite(value):
             raise typer.BadParameter(f"must be a finite number (got {value})")
+        if above and low is not None and value <= low:
+            raise typer.BadParameter(
+                f"must be more than {shown_number(low)} (got {shown_number(value)})"
+            )
         if low is not None and value < low:
             raise typer.BadParameter(
                 f"must be at least {shown_number(low)} (got {shown_number(value)})"
@@ -742,6 +762,30 @@ def output_handle(
         yield handle
 
 
+def print_table(table: Table, *, whole: Sequence[int] = (0,)) -> None:
+    """Print ``table`` on standard output with its columns ``whole`` (the ids a user types
+    in the next command) never wrapped, cut or squeezed out, whatever ``$COLUMNS`` says:
+    each is as wide as its widest cell and the other columns share what is left (down to
+    nothing); a console narrower than those columns prints the table that wide, for the
+    terminal to wrap, rather than cut an id."""
+    need = 0
+    for index in whole:
+        column = table.columns[index]
+        widest = max((cell_len(str(cell)) for cell in column.cells), default=0)
+        column.no_wrap = True
+        column.min_width = max(column.min_width or 0, widest)
+        need += widest + 3  # its padding and the rule after it
+    if need < out_console.width:
+        out_console.print(table)
+        return
+    given = out_console._width  # what the console was told (None: the terminal's)
+    out_console.width = need + 1  # a narrower print(width=...) is clamped to the console's
+    try:
+        out_console.print(table)
+    finally:
+        out_console._width = given
+
+
 def print_json(obj: BaseModel | dict[str, object] | list[object]) -> None:
     """Print one JSON document to standard output, every character a terminal acts on
     or a reader cannot see escaped (:func:`~dissensus.quoting.json_shown`); a failed
@@ -775,9 +819,46 @@ def load_json_file(path: str | Path, *, what: str = "file") -> object:
     return load_strict(path, what=what)
 
 
+PROGRESS_ENV = "DISSENSUS_PROGRESS"
+"""The variable that turns progress on or off (:func:`progress_setting`)."""
+
+_PROGRESS_ON = ("1", "true", "yes", "on")
+_PROGRESS_OFF = ("0", "false", "no", "off")
+
+
+def progress_setting() -> bool | None:
+    """``$DISSENSUS_PROGRESS`` read: ``True`` (on whatever standard error is), ``False``
+    (off, a terminal too), ``None`` (unset or empty: a terminal's); a
+    :class:`~dissensus.errors.ConfigError` naming the values it takes for any other."""
+    value = os.environ.get(PROGRESS_ENV, "").strip().lower()
+    if not value:
+        return None
+    if value in _PROGRESS_ON:
+        return True
+    if value in _PROGRESS_OFF:
+        return False
+    from dissensus.errors import ConfigError
+
+    raise ConfigError(
+        f"${PROGRESS_ENV} is {quoted(os.environ[PROGRESS_ENV])}: set it to "
+        f"{', '.join(_PROGRESS_ON)} (progress on), {', '.join(_PROGRESS_OFF)} (off), "
+        "or leave it unset (progress on a terminal)"
+    )
+
+
+def check_progress_setting() -> None:
+    """Refuse (exit 2) a ``$DISSENSUS_PROGRESS`` :func:`progress_setting` cannot read;
+    the CLI's entry point calls it before any command runs."""
+    progress_setting()
+
+
 def progress_enabled(enabled: bool = True) -> bool:
-    """Whether progress bars are drawn: stderr is a terminal or ``$DISSENSUS_PROGRESS=1``."""
-    return enabled and (err_console.is_terminal or os.environ.get("DISSENSUS_PROGRESS") == "1")
+    """Whether progress bars are drawn: ``$DISSENSUS_PROGRESS`` on, or unset and standard
+    error a terminal (:func:`progress_setting`)."""
+    if not enabled:
+        return False
+    setting = progress_setting()
+    return err_console.is_terminal if setting is None else setting
 
 
 LINE_EVERY_S = 5.0

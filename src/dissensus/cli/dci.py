@@ -168,7 +168,8 @@ def deliberate_cmd(
     deadline: float | None = typer.Option(
         None,
         "--deadline",
-        callback=number_in(0.0, MAX_SECONDS),
+        # More than 0, as the task file's dci.deadline_s: a run given no time decides nothing.
+        callback=number_in(0.0, MAX_SECONDS, above=True),
         help="Stop after SECONDS (status deadline_exceeded); DCI's default: the task's dci.deadline_s.",
     ),
 ) -> None:

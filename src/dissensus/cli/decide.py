@@ -38,8 +38,9 @@ Choices this module makes:
   unretrieved and never closes a generator an ``anext`` runs
   (:mod:`dissensus.pipeline.batch`). A signal once the run is journalled but before
   its loop starts (counting the input's lines, reading its resolutions) names the
-  resume command too; one while ``run.started`` is being committed says only
-  ``interrupted`` (the run may not exist): ``dissensus runs list`` shows it if it does.
+  resume command too; so does one while ``run.started`` is being committed, once the
+  commit is done (the run's id is chosen before, a random one too); one before it says
+  ``interrupted``: no run exists.
 * ``--deadline`` stops a run within the step in progress when it passes: a window of
   panels is embedded in calls of at most 32 texts and none starts after the deadline
   (:mod:`dissensus.pipeline.runtime`).
@@ -57,7 +58,9 @@ Choices this module makes:
   (:func:`output_option`): ``--output FILE`` shell-quoted from the path as it is, never
   from the path as a message shows it (whitespace collapsed, escapes: ``a  b.jsonl``
   read ``a b.jsonl``, and the resumed run wrote another file and said it succeeded), and
-  ``--json`` for a run that printed JSON. A path a terminal cannot show on one line (a
+  ``--json`` for a run that printed JSON, and its ``--rejects FILE`` (the resumed run
+  writes that file whole again; without it, lines rejected after the stop were only said
+  on standard error). A path a terminal cannot show on one line (a
   tab, a newline, a control character) is not printed: the line asks for it typed, and
   so for a ``--journal`` path (``--journal JOURNAL (type the journal's path ...)``),
   which printed raw ended the line or drove the terminal (an escape sequence). The
@@ -115,6 +118,7 @@ from dissensus.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_USAGE,
     INTERRUPT_SAID,
     MAX_SECONDS,
     MAX_WORKERS,
@@ -367,37 +371,78 @@ WorkersOpt = Annotated[
 ]
 
 
-def output_option(output: str | None, json_out: bool = False) -> str:
+def output_option(output: str | None, json_out: bool = False, rejects: str | None = None) -> str:
     """`` --output FILE`` of a resume command, for a run that wrote its records into
     ``FILE`` (`` --json`` for one that printed them as JSON): without it the command
     shown resumes into a table on the terminal, and ``FILE`` never gets the records it
     was asked for; empty otherwise. ``--output -`` (the records on standard output) is
-    named too: it is ``--json``. The path is shell-quoted as it is, never as a message
-    shows it (two spaces, a backslash or a tab shown otherwise would name another
-    file); one holding a character a terminal cannot show on one line (a control
-    character, a newline, a tab) is not printed: ``--output FILE`` says to type it."""
+    named too: it is ``--json``. Then `` --rejects FILE`` for a run that wrote its
+    rejected lines there: the resumed run writes the file whole again, and without it
+    the lines rejected after the stop were only said on standard error. A path is
+    shell-quoted as it is, never as a message shows it (two spaces, a backslash or a tab
+    shown otherwise would name another file); one holding a character a terminal cannot
+    show on one line (a control character, a newline, a tab) is not printed: ``--output
+    FILE`` says to type it."""
     if output is None:
-        return " --json" if json_out else ""
-    if has_control(output):
-        return " --output FILE (type the output file's path: it holds a character a terminal cannot show)"
-    return " --output " + shlex.quote(output)
+        said = " --json" if json_out else ""
+    else:
+        said = " --output " + _path_word(output, "output file")
+    return said if rejects is None else f"{said} --rejects {_path_word(rejects, 'rejects file')}"
+
+
+def _path_word(path: str, what: str) -> str:
+    """``path`` shell-quoted, or ``FILE`` and the words asking for it to be typed when a
+    terminal cannot show it (:func:`output_option`)."""
+    if has_control(path):
+        return f"FILE (type the {what}'s path: it holds a character a terminal cannot show)"
+    return shlex.quote(path)
 
 
 def said_interrupted(
-    journal: Journal, run_id: str, output: str | None = None, json_out: bool = False
+    journal: Journal,
+    run_id: str,
+    output: str | None = None,
+    json_out: bool = False,
+    rejects: str | None = None,
 ) -> int:
     """Name the resume command of the interrupted run ``run_id`` (with its ``--output``
-    file or ``--json``, as :func:`output_option` words it); the exit code."""
+    file or ``--json``, and its ``--rejects`` file, as :func:`output_option` words
+    them); the exit code."""
     sys.stderr.write(
         "interrupted: resume with dissensus runs resume "
-        f"{run_id}{journal_option(journal.path)}{output_option(output, json_out)}\n"
+        f"{run_id}{journal_option(journal.path)}{output_option(output, json_out, rejects)}\n"
     )
     sys.stderr.flush()
     INTERRUPT_SAID.append(True)
     return EXIT_INTERRUPTED
 
 
-def said_resumable(exc: DissensusError, journal: str, output: str | None, json_out: bool) -> int:
+def _said_interrupted_start(
+    journal: Journal, run_id: str, output: str | None, json_out: bool, rejects: str | None
+) -> int:
+    """A signal while the run was being started: the run's resume command when its
+    ``run.started`` was committed (the signal came as the commit returned), else the
+    plain ``interrupted`` (nothing was journalled; so too when the journal cannot say);
+    the exit code."""
+    try:
+        exists = journal.run(run_id, missing_ok=True) is not None
+    except Exception:
+        exists = False
+    if exists:
+        return said_interrupted(journal, run_id, output, json_out, rejects)
+    sys.stderr.write("interrupted\n")
+    sys.stderr.flush()
+    INTERRUPT_SAID.append(True)
+    return EXIT_INTERRUPTED
+
+
+def said_resumable(
+    exc: DissensusError,
+    journal: str,
+    output: str | None,
+    json_out: bool,
+    rejects: str | None = None,
+) -> int:
     """The error line of a run stopped partial (its deadline, a Ray worker that died):
     the error's words as a message shows them, then the resume command it names, with
     its ``--output`` file or ``--json`` (:func:`output_option`), as it is (whitespace
@@ -415,7 +460,7 @@ def said_resumable(exc: DissensusError, journal: str, output: str | None, json_o
         said = f"{shown_message(text[: -len(resume)])} {command}"
     else:
         said = shown_message(text)
-    sys.stderr.write(f"error: {said}{output_option(output, json_out)}\n")
+    sys.stderr.write(f"error: {said}{output_option(output, json_out, rejects)}\n")
     sys.stderr.flush()
     return exc.exit_code
 
@@ -513,7 +558,7 @@ def run_and_report(
 
             asyncio.run(decided())
     except Interrupted:
-        return said_interrupted(journal, run_id, output, json_out)
+        return said_interrupted(journal, run_id, output, json_out, rejects)
     except OutputWriteError as exc:
         return _said_unwritten(exc, journal, run_id)
     except DeadlineReached as exc:
@@ -524,7 +569,7 @@ def run_and_report(
                 print_summary(tally, sink.count, run_id, journal.path, len(duplicates))
         # The records so far are in the output file: the command that finishes the run
         # writes them all there again, as the interrupt's line says it.
-        return said_resumable(exc, journal.path, output, json_out)
+        return said_resumable(exc, journal.path, output, json_out, rejects)
     except BrokenPipeError:
         # Standard output was closed (``| head -1``): exit 0 as for every command, but the
         # run stopped with it, so the line that finishes it is not left unsaid.
@@ -544,7 +589,7 @@ def run_and_report(
         sys.stderr.write(
             f"error: {shown_message(exc)}; the run stopped: resume it with "
             f"dissensus runs resume {run_id}{journal_option(journal.path)}"
-            f"{output_option(output, json_out)}\n"
+            f"{output_option(output, json_out, rejects)}\n"
         )
         sys.stderr.flush()
         return exc.exit_code
@@ -553,7 +598,7 @@ def run_and_report(
             raise
         # A run stopped partial another way (a Ray worker that died on every attempt):
         # its line names the resume command, with the output as the deadline's does.
-        return said_resumable(exc, journal.path, output, json_out)
+        return said_resumable(exc, journal.path, output, json_out, rejects)
     checked = journal.get(run_id, "run/shift")
     shift = checked.payload if checked is not None else None
     watched = None if replayed else _watched(journal, run_id, shift_every)
@@ -661,6 +706,25 @@ def _check_spec(
         get_backend(name, cache=False, allow_code=allow_code)
 
 
+def _check_new_run(
+    journal: Journal, run_id: str, output: str | None, json_out: bool, rejects: str | None
+) -> None:
+    """Refuse (exit 2) a ``--run-id`` the journal holds already, naming the command that
+    resumes it with this command's output, ``--json`` and rejects file, as every resume
+    line does (:func:`output_option`): the library's words name the journal alone, and
+    the run resumed as they said printed a table, not into the file given."""
+    if journal.run(run_id, missing_ok=True) is None:
+        return
+    # The command after the message's words, never through their whitespace collapsing.
+    words = shown_message(f"run {quoted(run_id)} already exists in {journal.path}")
+    sys.stderr.write(
+        f"error: {words}; resume it with: dissensus runs resume {shown(run_id)}"
+        f"{journal_option(journal.path)}{output_option(output, json_out, rejects)}\n"
+    )
+    sys.stderr.flush()
+    raise typer.Exit(code=EXIT_USAGE)
+
+
 def _check_run_id_given(run_id: str | None) -> None:
     """An empty or blank ``--run-id`` is refused, not taken for a random id: ``--run-id
     "$RID"`` with ``RID`` unset would start a run no later ``runs resume "$RID"`` finds."""
@@ -715,7 +779,7 @@ def decide_cmd(
 ) -> None:
     """Decide every panel: read -> route -> guard -> protocol -> record, journalled and resumable."""
     from dissensus.engines import check_engine
-    from dissensus.pipeline.batch import read_stdin, start_run
+    from dissensus.pipeline.batch import new_run_id, read_stdin, start_run
     from dissensus.pipeline.spec import RunSpec
     from dissensus.store.journal import journal_path
 
@@ -741,8 +805,15 @@ def decide_cmd(
     # Standard input is read before the journal is opened: refused whole (gzip, UTF-16,
     # too large), it leaves no journal behind, as the same bytes in a file do.
     stdin = read_stdin() if panels == "-" else None
+    run_id = new_run_id() if run_id is None else run_id  # named, whatever stops the start
     with opened_journal(target, must_exist=False) as store:
-        info = start_run(store, panels, spec, stdin=stdin, run_id=run_id, lock=True)
+        _check_new_run(store, run_id, output, json_out, rejects)
+        try:
+            info = start_run(store, panels, spec, stdin=stdin, run_id=run_id, lock=True)
+        except KeyboardInterrupt:  # the run may be journalled already: said if it is
+            raise typer.Exit(
+                code=_said_interrupted_start(store, run_id, output, json_out, rejects)
+            ) from None
         try:
             total = count_lines(panels) if progress_enabled() else None
             code = run_and_report(
@@ -763,6 +834,6 @@ def decide_cmd(
             code = (
                 EXIT_INTERRUPTED
                 if INTERRUPT_SAID
-                else said_interrupted(store, info.run_id, output, json_out)
+                else said_interrupted(store, info.run_id, output, json_out, rejects)
             )
     raise typer.Exit(code=code)

@@ -60,6 +60,7 @@ from dissensus.cli.common import (
     open_input,
     out_console,
     print_json,
+    print_table,
     progress,
     quoted,
     reject_sink,
@@ -446,7 +447,7 @@ def vote_command(
                 f"invariant {d.refusal.invariant}" if d.refusal else "-",
                 f"{d.n_eff:.2f}",
             )
-        out_console.print(table)
+        print_table(table)
         summary = ", ".join(f"{m}: {n}" for m, n in sorted(modes.items()))
         out_console.print(f"modes: {summary or 'none'}; rejected: {sink.count}", highlight=False)
     raise typer.Exit(code=exit_for(sink.count))

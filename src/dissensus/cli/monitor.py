@@ -22,7 +22,7 @@ import typer
 from rich.table import Table
 
 from dissensus.cli.app import app
-from dissensus.cli.common import EXIT_OK, out_console, print_json, shown
+from dissensus.cli.common import EXIT_OK, out_console, print_json, print_table, shown
 from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal
 
 acceptance_app = typer.Typer(
@@ -65,7 +65,7 @@ def acceptance_status(
             f"{r.target:.2f}",
             _status(r.suspended, r.suspended_after, r.suspended_at, held.get(r.acceptance_sha256)),
         )
-    out_console.print(table)
+    print_table(table)
     raise typer.Exit(code=EXIT_OK)
 
 

@@ -67,6 +67,7 @@ from dissensus.cli.common import (
     number_in,
     out_console,
     print_json,
+    print_table,
     quoted,
     shown,
 )
@@ -156,7 +157,7 @@ def review_list(
     if not shown_n:
         out_console.print("no review items" + ("" if all_items else " open"))
         raise typer.Exit(code=EXIT_OK)
-    out_console.print(table)
+    print_table(table)
     if nxt is not None:
         out_console.print(nxt, soft_wrap=True)
     raise typer.Exit(code=EXIT_OK)

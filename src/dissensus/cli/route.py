@@ -65,6 +65,7 @@ from dissensus.cli.common import (
     open_input,
     out_console,
     print_json,
+    print_table,
     progress,
     progress_enabled,
     quoted,
@@ -208,7 +209,7 @@ def _print_human(tally: RouteTally, rejected: int, thresholds: Thresholds, model
         least = _fmt(reading.min_similarity) if reading.similarity_defined else "n/a"
         table.add_row(*cells, *([least] if wide else []))
     if total:
-        out_console.print(table)
+        print_table(table)
         out_console.print(ROUTE_LEGEND)
     if total > n_rows:
         out_console.print(

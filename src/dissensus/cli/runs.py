@@ -19,9 +19,11 @@ Choices this module makes:
   rejected lines, as the run did) and appends nothing, whatever ``--deadline``, but,
   with ``$DISSENSUS_SIGNING_KEY`` set, the seal a crash left missing after its last
   ``run.finished`` or resolution (:mod:`dissensus.store.seals`).
-* ``runs resume`` interrupted names the resume command from its first moment: once it
-  runs, here (:func:`said_resume_interrupted`); before (the command line being built,
-  its options parsed), :func:`dissensus.cli.main`, in the same words.
+* ``runs resume`` interrupted names the resume command from its first moment, with its
+  ``--output FILE`` or ``--json`` as every resume line does: once it runs, here
+  (:func:`said_resume_interrupted`); before (the command line being built, its options
+  parsed), :func:`dissensus.cli.main`, and while the command line loads,
+  :mod:`dissensus.__main__`, in the same words.
 * ``runs verify`` of a run that verifies and has no ``run.finished`` says why as far as
   the journal tells: a live process executing it (its pid and host, from the run's
   lock: the events it appends next are not in this check), else "interrupted, or its
@@ -51,6 +53,7 @@ from dissensus.cli.common import (
     out_console,
     output_handle,
     print_json,
+    print_table,
     progress_enabled,
     shown,
 )
@@ -121,7 +124,7 @@ def runs_list(
             shown(summary.status),
             shown(summary.meta.get("input", "-")),
         )
-    out_console.print(table)
+    print_table(table)
     raise typer.Exit(code=EXIT_OK)
 
 
@@ -429,21 +432,48 @@ def runs_resume(
         # A signal while the resume starts (imports, opening the journal, checking its
         # chain): the run is as resumable as before, so the line names the command again
         # (once: a signal after the run said it stopped only ends the command).
-        code = EXIT_INTERRUPTED if INTERRUPT_SAID else said_resume_interrupted(run_id, journal)
+        code = (
+            EXIT_INTERRUPTED
+            if INTERRUPT_SAID
+            else said_resume_interrupted(run_id, journal, output, json_out, rejects)
+        )
     raise typer.Exit(code=code)
 
 
-def said_resume_interrupted(run_id: str, journal: str | None) -> int:
+def resume_interrupted_line(
+    run_id: str,
+    journal: str | None,
+    output: str | None = None,
+    json_out: bool = False,
+    rejects: str | None = None,
+) -> str:
     """The resume line of a ``runs resume`` interrupted before its run took the signal
-    over (as :func:`~dissensus.cli.decide.said_interrupted` words it); the exit code.
-    :func:`dissensus.cli.main` says it too for a signal before this command runs (while
-    its options are parsed). ``journal``: as given (``None``: the environment's or the
-    default)."""
+    over, as :func:`~dissensus.cli.decide.said_interrupted` words it: its ``--journal``
+    as given (``None``: the environment's or the default), then its ``--output FILE``
+    or ``--json`` and its ``--rejects FILE`` (:func:`~dissensus.cli.decide.output_option`), so that, copied as
+    shown, the command writes its records where this one was asked to."""
+    from dissensus.cli.decide import output_option
     from dissensus.cli.run_summary import journal_option
     from dissensus.store.journal import journal_path
 
     where = shown(journal_option(journal_path(journal)))
-    sys.stderr.write(f"interrupted: resume with dissensus runs resume {shown(run_id)}{where}\n")
+    return (
+        f"interrupted: resume with dissensus runs resume {shown(run_id)}{where}"
+        f"{output_option(output, json_out, rejects)}"
+    )
+
+
+def said_resume_interrupted(
+    run_id: str,
+    journal: str | None,
+    output: str | None = None,
+    json_out: bool = False,
+    rejects: str | None = None,
+) -> int:
+    """Say :func:`resume_interrupted_line`; the exit code. :func:`dissensus.cli.main`
+    says it too for a signal before this command runs (while its options are parsed),
+    and :mod:`dissensus.__main__` for one while the command line loads."""
+    sys.stderr.write(resume_interrupted_line(run_id, journal, output, json_out, rejects) + "\n")
     sys.stderr.flush()
     INTERRUPT_SAID.append(True)
     return EXIT_INTERRUPTED
@@ -579,6 +609,6 @@ def _resume(
             code = (
                 EXIT_INTERRUPTED
                 if INTERRUPT_SAID
-                else said_interrupted(store, run_id, output, json_out)
+                else said_interrupted(store, run_id, output, json_out, rejects)
             )
     return code
