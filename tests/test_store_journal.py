@@ -201,6 +201,29 @@ def test_wal_and_full_sync_are_the_default(tmp_path: Path, monkeypatch: pytest.M
         Journal(tmp_path / "other.sqlite")
 
 
+def test_a_new_journal_has_16_kib_pages_and_an_old_one_keeps_its_own(tmp_path: Path) -> None:
+    from dissensus.store.sqlite import PAGE_SIZE
+
+    with Journal(tmp_path / "new.sqlite") as j:
+        assert j._backend._db.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 16384  # type: ignore[attr-defined]
+    # A journal made with SQLite's default pages (as earlier versions made them), with a
+    # run in it: opened, appended to and verified as it is.
+    old = tmp_path / "old.sqlite"
+    with Journal(old) as j:
+        j.create_run("R", kind="decide", meta={})
+        j.append("R", "case.step", {"text": "x" * 6000}, key="k/1")
+    db = sqlite3.connect(old)
+    db.execute("PRAGMA journal_mode=DELETE")
+    db.execute("PRAGMA page_size=4096")
+    db.execute("VACUUM")
+    db.close()
+    with Journal(old) as j:
+        assert j._backend._db.execute("PRAGMA page_size").fetchone()[0] == 4096  # type: ignore[attr-defined]
+        j.append("R", "case.step", {"text": "y" * 6000}, key="k/2")
+        assert [e.payload["text"][0] for e in j.events("R")] == ["x", "y"]
+        assert j.verify("R").ok
+
+
 def test_journal_path_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DISSENSUS_JOURNAL", raising=False)
     assert journal_path(None) == "dissensus-journal.sqlite"

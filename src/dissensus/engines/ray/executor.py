@@ -212,7 +212,7 @@ def _monitor_of(ctx: RunContext) -> _Monitor:
     )
 
 
-async def decide_ray(
+def decide_ray(
     journal: Any,
     run_id: str,
     *,
@@ -221,14 +221,14 @@ async def decide_ray(
     stats: dict[str, Any] | None = None,  # figures for the caller (bench_scale)
     deadline_s: float | None = None,
 ) -> AsyncIterator[CaseRecord]:
-    """Decide (or finish deciding) a run on Ray: the one run loop with a :class:`RayExecutor`."""
+    """Decide (or finish deciding) a run on Ray: the one run loop with a :class:`RayExecutor`
+    (its records handed straight through, without a generator of its own around them)."""
     from dissensus.pipeline.batch import execute_run
 
-    async for record in execute_run(
+    return execute_run(
         journal,
         run_id,
         on_reject=on_reject,
         deadline_s=deadline_s,
         executor=RayExecutor(options, stats),
-    ):
-        yield record
+    )

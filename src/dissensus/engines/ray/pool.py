@@ -5,6 +5,7 @@ when the run's blocks are back."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from dissensus.engines.ray.cluster import _ray
@@ -17,15 +18,22 @@ def _deciders(n: int, args: tuple[Any, ...]) -> list[Any]:
     retry their blocks itself (``max_task_retries=0``): the driver sends a dead worker's
     blocks again, each under a reservation of its own, up to :data:`MAX_ATTEMPTS`
     attempts a block (:class:`_Flight`)."""
-    ray = _ray()
-    remote = ray.remote(
+    remote = _actor_class()
+    return [remote.remote(*args) for _ in range(n)]
+
+
+@cache
+def _actor_class() -> Any:
+    """The decide workers' Ray actor class, made once a process: Ray exports a class to
+    its cluster (pickled, its code hashed) the first time a job makes an actor of it and
+    not again, where a class made anew for every run was exported again by each run."""
+    return _ray().remote(
         num_cpus=1,
         max_restarts=-1,
         max_task_retries=0,
         # ``stop`` answers while a block is being decided (one at a time, as before).
         concurrency_groups={_CONTROL: 1},
     )(_DecideWorker)
-    return [remote.remote(*args) for _ in range(n)]
 
 
 def _send(actor: Any, text: str) -> Any:
