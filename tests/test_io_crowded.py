@@ -146,3 +146,16 @@ def test_a_six_megabyte_line_of_empty_lists_is_refused_with_its_count() -> None:
     base = _sizes(Panel.model_validate(json.loads(_line([]))).model_dump())[2]
     assert got.message == f"{base + items} JSON values; at most {MAX_PANEL_VALUES} per record"
     assert len(got.raw) <= 200
+
+
+def test_text_of_quotes_never_closed_is_counted_in_one_scan() -> None:
+    """A string never closed runs to the end of the text: scanned from every quote
+    instead, a line of ``"\\"\\"...`` took minutes before the parser refused it."""
+    from dissensus.io.jsontext import _STRING
+
+    text = '"' + '\\"' * 1000
+    found = _STRING.match(text)
+    assert found is not None and found.end() == len(text)
+    line = '{"id":"q","meta":{"x":"' + '\\"' * 150_000
+    got = parse_line(Panel, line, file="p.jsonl", line=4)
+    assert isinstance(got, Reject) and got.field == "<json>" and got.line == 4
