@@ -444,6 +444,34 @@ def test_a_symbolic_link_is_written_through_and_kept(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["target.json"]  # no temp
 
 
+def test_a_loop_of_symbolic_links_is_refused_and_left_as_it_is(
+    tmp_path: Path, repo_root: Path
+) -> None:
+    """A plain ``open`` refuses a loop of links (ELOOP); the temporary file renamed over
+    the last link reached replaced that link with the output, and the command went on as
+    if it had written where it was told."""
+    from dissensus.io.atomic import OutputWriteError
+
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    one.symlink_to(two.name)
+    two.symlink_to(one.name)
+    with (
+        pytest.raises(OutputWriteError, match=r"one\.jsonl: .*\(ELOOP\)"),
+        atomic_output(str(one)) as handle,
+    ):
+        handle.write("new\n")
+    from pipeline_cases import panel, write_jsonl
+
+    panels = write_jsonl(tmp_path / "panels.jsonl", [panel("a", ["1", "1"])])
+    res = cli("route", panels, "--similarity", "tfidf", "--out", one, cwd=repo_root)
+    assert res.code == 2, res.err
+    assert res.err.startswith("error: cannot write the output file ") and "(ELOOP)" in res.err
+    assert len(res.err.strip().splitlines()) == 1, res.err
+    assert one.is_symlink() and two.is_symlink()
+    assert os.readlink(one) == two.name and os.readlink(two) == one.name
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
 def test_a_path_through_a_file_descriptor_is_written_in_place(tmp_path: Path) -> None:
     """``--out /dev/stdout > file``: the file the shell holds open is written, not replaced
     by a new one (as root, the system's /dev/stdout was replaced by a regular file)."""

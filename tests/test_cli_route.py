@@ -533,3 +533,23 @@ def test_decisions_that_differ_only_in_spelling_are_said_once(
         assert states["case"] == "CD"  # read as written: the warning is what changed
     path.write_text(json.dumps(rows[0]) + "\n" + json.dumps(rows[3]) + "\n", encoding="utf-8")
     assert "warning" not in run("route", path, "--similarity", "tfidf", *flags).stderr
+
+
+def test_an_input_that_is_a_link_to_nothing_says_so(tmp_path: Path) -> None:
+    """A loop of symbolic links and a link whose file is gone were "file not found"
+    alone, naming a file ``ls`` shows."""
+    from dissensus.cli.common import check_input_path
+    from dissensus.errors import InputError
+
+    (tmp_path / "one.jsonl").symlink_to("two.jsonl")
+    (tmp_path / "two.jsonl").symlink_to("one.jsonl")
+    (tmp_path / "gone.jsonl").symlink_to("deleted.jsonl")
+    for name, why in (
+        ("one.jsonl", "(a loop of symbolic links)"),
+        ("gone.jsonl", "(a broken symbolic link to deleted.jsonl)"),
+        ("missing.jsonl", ""),
+    ):
+        path = str(tmp_path / name)
+        with pytest.raises(InputError) as err:
+            check_input_path(path)
+        assert str(err.value) == f"file not found: {path} {why}".rstrip()

@@ -566,3 +566,35 @@ def test_the_problems_keep_the_files_order_when_one_file_lacks_some(tmp_path: Pa
     assert [p.id for p in panels] == ["s0", "s1", "s2", "s3", "s4", "s5"]
     kept = list(iter_zeroeval_panels(tmp_path, on_skip=skipped.append, limit=4))
     assert [p.id for p in kept] == ["s0", "s1", "s2", "s3"]
+
+
+_HUGE = "9" * 5000  # more digits than int() converts (4,300)
+
+
+@pytest.mark.parametrize("text", [f"{_HUGE} 1/2", f"3 {_HUGE}/2", f"3 1/{_HUGE}", f"-{_HUGE} 1/2"])
+def test_a_mixed_number_of_thousands_of_digits_is_no_number(text: str) -> None:
+    """A mixed number's parts went through int(): more than 4,300 digits was a traceback
+    that stopped the whole conversion. A number too large to be a finite float is no
+    number, as everywhere else."""
+    assert normalise_number(text) is None
+    assert extract_answer(f"The answer is {text}.")[0] is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([_HUGE, "3", "0", " ", "/", "-", ".", ",", ":", "e", "$"])))
+def test_any_run_of_numbers_is_read_without_an_error(parts: list[str]) -> None:
+    text = "".join(parts)
+    number = normalise_number(text)
+    assert number is None or (len(number) < 400 and not number.startswith("+"))
+
+
+def test_a_huge_mixed_number_leaves_the_model_abstaining(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    root.mkdir()
+    for model, output in (("m-a", f"The answer is {_HUGE} 1/2."), ("m-b", "The answer is 18")):
+        rows = [{"session_id": "s0", "question": "q", "output": [output], "answer": "# 18"}]
+        (root / f"{model}.json").write_text(json.dumps(rows))
+    skipped: list[Skipped] = []
+    panels = list(iter_zeroeval_panels(root, on_skip=skipped.append))
+    assert not skipped and len(panels) == 1
+    assert {o.agent: o.decision for o in panels[0].outputs} == {"m-a": None, "m-b": "18"}

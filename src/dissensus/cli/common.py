@@ -433,7 +433,7 @@ def _check_input(path: str, *, file_only: bool) -> str:
         raise InputError("the input is an empty path: name a file, or - for standard input")
     p = Path(path)
     if not p.exists():
-        raise InputError(f"file not found: {path}")
+        raise InputError(f"file not found: {path}{_link_problem(p)}")
     if p.is_dir():
         raise InputError(f"expected a file, got a directory: {path}")
     mode = p.stat().st_mode
@@ -454,6 +454,23 @@ def _check_input(path: str, *, file_only: bool) -> str:
 
         check_text_file(path)
     return path
+
+
+def _link_problem(path: Path) -> str:
+    """Why a symbolic link ``path`` that leads to no file leads nowhere (`` (...)``), or
+    ``""`` for a path that is no link: "file not found" alone named a file ``ls`` shows."""
+    if not path.is_symlink():
+        return ""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return " (a loop of symbolic links)"
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return " (a broken symbolic link)"
+    return f" (a broken symbolic link to {target})"
 
 
 Reads = Iterable[str | None] | Mapping[str, str | None]

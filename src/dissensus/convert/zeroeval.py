@@ -185,11 +185,13 @@ def normalise_number(text: str) -> str | None:
         value = _decimal(last["plain"])
         return None if value is None else _canonical(value)
     if last["whole"] is not None:
-        whole, part, parts = int(last["whole"]), int(last["part"]), int(last["parts"])
-        if parts == 0:
+        # Each read as the decimal it is (a float's size at most, as every number here):
+        # int() of more than 4,300 digits was a traceback that stopped the conversion.
+        whole, part, parts = (_decimal(last[key]) for key in ("whole", "part", "parts"))
+        if whole is None or part is None or parts is None or parts == 0:
             return None
         sign = -1 if last["whole"].startswith("-") else 1
-        return _exact(whole + sign * Fraction(part, parts))
+        return _exact(int(whole) + sign * Fraction(int(part), int(parts)))
     num, den = _decimal(last["num"]), _decimal(last["den"])
     if num is None or den is None or den == 0:
         return None

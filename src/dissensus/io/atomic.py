@@ -206,7 +206,10 @@ def atomic_output(path: str, *, keep_on: tuple[type[BaseException], ...] = ()) -
     The file written has the mode a plain ``open(path, "w")`` would leave: an existing
     target keeps its permission bits, a new one gets ``0666`` less the umask.
     """
-    final, descriptor = _through_links(path)
+    try:
+        final, descriptor = _through_links(path)
+    except OSError as exc:
+        raise OutputWriteError(path, exc) from None
     target = Path(final)
     try:
         mode = os.stat(target).st_mode
@@ -255,7 +258,12 @@ _DESCRIPTORS = ("/proc/", "/dev/fd/")
 
 def _through_links(path: str) -> tuple[str, bool]:
     """Where ``path`` leads through its symbolic links (each resolved against the folder
-    of the link), and whether it passes through a process's file descriptor."""
+    of the link), and whether it passes through a process's file descriptor.
+
+    A chain of more links than the kernel follows (a loop) is the :class:`OSError` a
+    plain ``open`` meets (``ELOOP``): the temporary file renamed over the last link
+    reached replaced that link with the output, and the command went on as if written.
+    """
     current = path
     for _ in range(40):  # the kernel's own limit on a chain of links
         if os.path.abspath(current).startswith(_DESCRIPTORS):
@@ -267,7 +275,7 @@ def _through_links(path: str) -> tuple[str, bool]:
         except OSError:
             return current, False
         current = os.path.join(os.path.dirname(current), link)
-    return current, False  # a loop: opening it reports it
+    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
 
 
 def probe_output(path: str, *, in_place: bool = False) -> None:

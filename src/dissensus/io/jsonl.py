@@ -71,6 +71,13 @@ text: bytes that are not UTF-8, which the reader holds as lone surrogates, are U
 in it, so every reject can be written to ``--rejects`` and the journal (the start of an
 overlong line holding such bytes was a traceback there).
 
+A line holding more JSON values than any record within the bounds of
+:mod:`dissensus.io.limits` may (:func:`crowded`: counted on its text, in C) skips the
+fast tiers and goes straight to the reference path, which rejects it: a 6 MB line of
+``[]`` in ``meta`` was parsed by two tiers that then gave it up, and walked three times
+(depth, keys, values), about 9 s of CPU to refuse; it is now parsed once and walked
+twice (the JSON value for its depth and keys, the record for its sizes), about 1 s.
+
 ``dissensus route``, which only reads panels, puts one more tier in front:
 :func:`dissensus.io.views.read_panel_views` decodes a line with msgspec into a
 read-only view, and hands every line it does not accept to :func:`parse_line`.
@@ -97,11 +104,13 @@ from dissensus.io.jsontext import (
     check_unique_keys,
     count_keys,
     json_depth,
+    json_shape,
     opening_brackets,
     parse_json,
     repeats_key,
+    text_values,
 )
-from dissensus.io.limits import MAX_LINE_CHARS, check_record
+from dissensus.io.limits import MAX_LINE_CHARS, MAX_PANEL_VALUES, check_record
 from dissensus.io.wire import validate_panel_json
 from dissensus.quoting import json_shown, message_line
 from dissensus.types import Panel, VoteCase, field_path, lone_surrogate_at
@@ -115,6 +124,7 @@ __all__ = [
     "bounded",
     "bounded_lines",
     "check_text_file",
+    "crowded",
     "json_depth",
     "model_keys",
     "not_text",
@@ -311,12 +321,28 @@ def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject
     raw = line_text(text, line)
     if len(raw) > MAX_LINE_CHARS:
         return overlong(raw, file=file, line=line)
-    parsed = _parse_tiers(model, raw, file=file, line=line)
+    if crowded(raw):
+        parsed = _parse_reference(model, raw, file=file, line=line)
+    else:
+        parsed = _parse_tiers(model, raw, file=file, line=line)
     # A command's own reading of a panel or a vote case (``vote`` reads a subclass that
     # strips answers) is bounded as the model itself is.
     if issubclass(model, _BOUNDED) and not isinstance(parsed, Reject):
         return bounded(parsed, raw, file=file, line=line)
     return parsed
+
+
+CROWDED_VALUES = MAX_PANEL_VALUES
+"""A line holding more JSON values than this (counted on its text) skips the fast tiers."""
+
+
+def crowded(raw: str) -> bool:
+    """Whether the line ``raw`` holds more than :data:`CROWDED_VALUES` JSON values
+    (:func:`~dissensus.io.jsontext.text_values`): far more than any record within the
+    bounds of :mod:`dissensus.io.limits` needs, so it goes straight to the reference path,
+    which words its reject, instead of being parsed and walked by the fast tiers first.
+    Every value takes a character, so a shorter line is not counted."""
+    return len(raw) > CROWDED_VALUES and text_values(raw) > CROWDED_VALUES
 
 
 def overlong(raw: str, *, file: str, line: int) -> Reject:
@@ -450,8 +476,9 @@ def _parse_reference(model: type[M], raw: str, *, file: str, line: int) -> M | R
             return Reject(
                 file=file, line=line, field="<root>", message="expected a JSON object", raw=raw
             )
-        check_json_value(data, raw)
-        check_unique_keys(data, raw)
+        shape = json_shape(data)  # one walk for the depth and the keys
+        check_json_value(data, raw, shape=shape)
+        check_unique_keys(data, raw, keys=shape.keys)
     except JsonTextError as exc:
         # Text too deep, or holding a too long integer, can be huge: only its start is kept.
         short = exc.field == DEPTH_FIELD or (exc.field == JSON_FIELD and exc.line is None)

@@ -58,24 +58,27 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dissensus.errors import ConfigError
 from dissensus.types import field_segment, find_unrepresentable
 
 __all__ = [
     "MAX_DEPTH",
+    "JsonShape",
     "JsonTextError",
     "check_json_value",
     "check_unique_keys",
     "count_keys",
     "duplicate_key",
     "json_depth",
+    "json_shape",
     "load_json_file",
     "may_repeat_key",
     "opening_brackets",
     "parse_json",
     "repeats_key",
+    "text_values",
 ]
 
 MAX_DEPTH = 64
@@ -204,29 +207,84 @@ def opening_brackets(text: str) -> int:
     return text.count("[") + text.count("{")
 
 
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+"""A JSON string (a key or a value), its escapes included; one never closed runs to the
+end of the text. Without the optional closing quote, text of quotes that never closes
+(``"\\"\\"...``) would be scanned to its end from every quote: quadratic, minutes on a
+line of a few hundred kilobytes."""
+
+_EMPTY = re.compile(r"\[\s*\]|\{\s*\}")
+"""An empty array or object."""
+
+
+def text_values(text: str) -> int:
+    """The JSON values of the JSON text ``text`` (what :func:`json_shape` counts once it
+    is parsed), counted on the text in C, without parsing it.
+
+    With every string taken out, each value but the first follows a comma or opens a
+    container's content: ``1 + commas + containers - empty containers``. Only a bound on
+    what the text would cost to parse and walk; text that is not JSON gets a number
+    meaning nothing.
+    """
+    bare = _STRING.sub("0", text) if '"' in text else text
+    return 1 + bare.count(",") + opening_brackets(bare) - _EMPTY.subn("", bare)[1]
+
+
+class JsonShape(NamedTuple):
+    """The sizes of a parsed JSON value, taken in one walk (:func:`json_shape`)."""
+
+    depth: int
+    """Nesting depth of its arrays and objects (a scalar: 0)."""
+    keys: int
+    """Keys of all its objects."""
+    values: int
+    """JSON values it holds, itself included."""
+
+
+def json_shape(value: object) -> JsonShape:
+    """Depth, keys and values of ``value`` (a parsed JSON value) in one walk, level by
+    level, without recursion: each array or object is visited once, its scalars only
+    counted, an empty one counted and passed (a line of millions of ``[]`` was walked
+    three times, once per size)."""
+    if not isinstance(value, _CONTAINERS):
+        return JsonShape(0, 0, 1)
+    depth = keys = 0
+    values = 1
+    level: list[Any] = [value]
+    while level:
+        depth += 1
+        below: list[Any] = []
+        more = below.extend
+        for item in level:
+            if not item:  # empty: counted by its container, one level deep
+                continue
+            if isinstance(item, dict):
+                keys += len(item)
+                item = item.values()
+            values += len(item)
+            more([sub for sub in item if isinstance(sub, _CONTAINERS)])
+        level = below
+    return JsonShape(depth, keys, values)
+
+
 def json_depth(value: object) -> int:
     """Nesting depth of arrays and objects in ``value`` (a scalar: 0), without recursion."""
-    deepest = 0
-    stack: list[tuple[object, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        if isinstance(item, list):
-            depth += 1
-            deepest = max(deepest, depth)
-            stack.extend((sub, depth) for sub in item if isinstance(sub, dict | list))
-    return deepest
+    return json_shape(value).depth
 
 
-def check_json_value(data: Any, raw: str) -> None:
+def check_json_value(data: Any, raw: str, *, shape: JsonShape | None = None) -> None:
     """Refuse ``data`` (parsed from ``raw``) nested deeper than :data:`MAX_DEPTH`, or
     holding a non-finite number or a lone surrogate (:class:`JsonTextError`).
 
     ``raw`` spares the walks: text with few brackets cannot nest deeply, and text
     without ``NaN``, ``Infinity``, a huge exponent or a surrogate escape holds neither.
+    ``shape``, when the caller has it (:func:`json_shape` of ``data``), spares the walk
+    for the depth.
     """
-    if opening_brackets(raw) > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
+    if (
+        opening_brackets(raw) > MAX_DEPTH
+        and (shape.depth if shape is not None else json_depth(data)) > MAX_DEPTH
+    ):
         raise _too_deep()
     if _SUSPECT.search(raw) and (why := find_unrepresentable(data)) is not None:
         where, sep, message = why.partition(": ")
@@ -236,17 +294,7 @@ def check_json_value(data: Any, raw: str) -> None:
 
 def count_keys(value: object) -> int:
     """Keys of all the objects in ``value`` (a parsed JSON value), without recursion."""
-    count = 0
-    stack: list[object] = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            count += len(item)
-            item = item.values()
-        elif not isinstance(item, list):
-            continue
-        stack.extend(sub for sub in item if isinstance(sub, _CONTAINERS))
-    return count
+    return json_shape(value).keys
 
 
 def may_repeat_key(raw: str, keys: int) -> bool:
@@ -282,10 +330,13 @@ def repeats_key(raw: str, keys: int) -> bool:
     return may_repeat_key(raw, keys) and duplicate_key(raw) is not None
 
 
-def check_unique_keys(data: Any, raw: str) -> None:
+def check_unique_keys(data: Any, raw: str, *, keys: int | None = None) -> None:
     """Refuse ``data`` (parsed from ``raw``) when an object of ``raw`` holds a key twice:
-    a :class:`JsonTextError` naming the key's path, ``duplicate key``."""
-    if may_repeat_key(raw, count_keys(data)) and (error := duplicate_key(raw)) is not None:
+    a :class:`JsonTextError` naming the key's path, ``duplicate key``. ``keys``, when the
+    caller has it (:func:`json_shape` of ``data``), spares the walk counting them."""
+    if keys is None:
+        keys = count_keys(data)
+    if may_repeat_key(raw, keys) and (error := duplicate_key(raw)) is not None:
         raise error
 
 

@@ -59,6 +59,7 @@ from dissensus.io.jsonl import (
     blank_line,
     bounded,
     bounded_lines,
+    crowded,
     fast_tier_safe,
     line_text,
     parse_line,
@@ -193,6 +194,7 @@ def parse_panel_view(text: str, *, file: str, line: int) -> PanelLike | Reject:
     if (
         len(raw) <= MAX_LINE_CHARS
         and fast_tier_safe(raw)
+        and not crowded(raw)
         and (view := decode_panel_view(raw)) is not None
     ):
         return bounded(view, raw, file=file, line=line)
