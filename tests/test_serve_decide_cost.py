@@ -11,8 +11,9 @@ from typing import Any
 
 import fastapi.routing
 import pytest
+from starlette.requests import HTTPConnection
 
-from dissensus.serve import throttle
+from dissensus.serve import origin, throttle
 from dissensus.serve.throttle import FailedLogins
 from dissensus.store.journal import Journal
 from pipeline_cases import panel
@@ -115,3 +116,37 @@ def test_no_failed_check_reads_no_address(monkeypatch: pytest.MonkeyPatch) -> No
     now[0] += throttle.WINDOW_S + 1  # the failures leave the window: the address is forgotten
     assert logins.retry_after("127.0.0.1") is None
     assert len(logins) == 0
+
+
+@pytest.mark.anyio
+async def test_a_plain_decide_parses_no_empty_query_and_no_bare_content_type(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unparsed(self: HTTPConnection) -> Any:
+        raise AssertionError("the query was parsed")
+
+    class NoParser:
+        def __init__(self) -> None:
+            raise AssertionError("the Content-Type was parsed")
+
+    async with client_for(settings(tmp_path)) as client:
+        with monkeypatch.context() as patched:
+            patched.setattr(HTTPConnection, "query_params", property(unparsed))
+            patched.setattr(origin, "Message", NoParser)
+            res = await client.post(
+                "/v1/decide", json=panel("p1", ["1", "1", "1"]), headers=auth("sub")
+            )
+            assert res.status_code == 200, res.text
+        # A Content-Type with parameters is still read by the parser, quotes and all.
+        for value, status in [
+            ("application/json; charset=utf-8", 200),
+            ('application/json; x=";charset=latin1"', 200),
+            ("application/json; charset=latin1", 415),
+            ("application/json; charset=utf-8; charset=utf-8", 415),
+        ]:
+            res = await client.post(
+                "/v1/decide",
+                content=json.dumps(panel(f"p-{status}-{len(value)}", ["1", "1", "1"])),
+                headers={**auth("sub"), "content-type": value},
+            )
+            assert res.status_code == status, (value, res.text)

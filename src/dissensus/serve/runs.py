@@ -404,7 +404,6 @@ class Runner:
         outbox = runs.outbox
         done: asyncio.Future[None] = loop.create_future()
         control = _ThreadTask()
-        stop = threading.Event()
 
         def settle(error: BaseException | None) -> None:
             if done.done():
@@ -468,7 +467,7 @@ class Runner:
             tasks: set[asyncio.Task[Any]] = set()
             error: BaseException | None = None
             try:
-                if stop.is_set():
+                if control.stopped:
                     raise asyncio.CancelledError
                 _CURRENT_RUN.set(tasks)
                 await decide()
@@ -489,7 +488,7 @@ class Runner:
             try:
                 await asyncio.shield(done)
             except asyncio.CancelledError:
-                stop.set()
+                control.stopped = True
                 task = control.task
                 if task is not None:
                     with contextlib.suppress(RuntimeError):  # its loop already closed
