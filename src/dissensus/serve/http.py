@@ -174,7 +174,10 @@ async def known_query(request: Request) -> None:
 
 def _check_query(request: Request) -> None:
     """:func:`known_query`'s check, for a route that takes it (a route whose router does
-    not, such as ``/healthz``, takes any query as before)."""
+    not, such as ``/healthz``, takes any query as before). An empty query has nothing
+    to check."""
+    if not request.scope.get("query_string"):
+        return
     route = request.scope.get("route")
     names = _query_names(route)
     if names is None or not _CHECKED[id(route)]:

@@ -359,9 +359,11 @@ class RequestTimeout:
             nonlocal body_done
             if body_done:
                 return await receive()
-            remaining = deadline - loop.time()
+            # A timer on this task, not wait_for's task around each receive(): a body
+            # that has arrived is read without a task made and scheduled for it.
             try:
-                msg = await asyncio.wait_for(receive(), max(remaining, 0.0))
+                async with asyncio.timeout_at(deadline):
+                    msg = await receive()
             except TimeoutError:
                 raise _SlowBody from None
             if msg["type"] != "http.request" or not msg.get("more_body", False):

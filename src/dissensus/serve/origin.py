@@ -120,7 +120,10 @@ def _charsets(content_type: str) -> list[str]:
     """The ``charset`` parameters of a ``Content-Type`` value (unquoted, lower case), in
     the order given: none, one, or more (refused). Parameters are read by the standard
     library's header parser (:class:`email.message.Message`), quote-aware, so a quoted
-    value holding ``;charset=latin1`` is that value, not a charset."""
+    value holding ``;charset=latin1`` is that value, not a charset. A value without a
+    ``;`` has no parameters: the parser is not asked."""
+    if ";" not in content_type:
+        return []
     header = Message()
     header["content-type"] = content_type
     found: list[str] = []

@@ -55,9 +55,12 @@ from dissensus.store.journal import Journal
 
 @dataclass
 class _ThreadTask:
-    """The task deciding a run on its run loop, once it exists."""
+    """The task deciding a run on its run loop, once it exists, and whether the server's
+    loop stopped the run (set there, read on the run loop: one attribute, no lock or
+    event made per run)."""
 
     task: asyncio.Task[Any] | None = None
+    stopped: bool = False
 
 
 def _spawn(loop: asyncio.AbstractEventLoop, main: Callable[[], Coroutine[Any, Any, None]]) -> None:

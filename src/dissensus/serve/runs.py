@@ -66,6 +66,7 @@ from dissensus.io.jsonl import Reject
 from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
 from dissensus.pipeline.batch import new_run_id, start_run
 from dissensus.pipeline.review import final_records
+from dissensus.pipeline.shift import checks_shift
 from dissensus.serve import journal_errors
 from dissensus.serve.run_faults import (
     _held,
@@ -403,7 +404,6 @@ class Runner:
         outbox = runs.outbox
         done: asyncio.Future[None] = loop.create_future()
         control = _ThreadTask()
-        stop = threading.Event()
 
         def settle(error: BaseException | None) -> None:
             if done.done():
@@ -467,7 +467,7 @@ class Runner:
             tasks: set[asyncio.Task[Any]] = set()
             error: BaseException | None = None
             try:
-                if stop.is_set():
+                if control.stopped:
                     raise asyncio.CancelledError
                 _CURRENT_RUN.set(tasks)
                 await decide()
@@ -488,7 +488,7 @@ class Runner:
             try:
                 await asyncio.shield(done)
             except asyncio.CancelledError:
-                stop.set()
+                control.stopped = True
                 task = control.task
                 if task is not None:
                     with contextlib.suppress(RuntimeError):  # its loop already closed
@@ -505,7 +505,11 @@ class Runner:
     def _shift_of(self, run_id: str) -> JsonObject | None:
         """The finished run's shift check, logged as a warning when it flagged the file
         (a client of ``POST /v1/decide`` may never ask for it); ``None`` when the run made
-        none or the journal cannot say (the run is finished all the same)."""
+        none or the journal cannot say (the run is finished all the same). A policy whose
+        acceptance file keeps no shift reference (or without one) makes no check: the
+        journal is not asked, a query on the server's loop per request saved."""
+        if not checks_shift(self.spec.acceptance):
+            return None
         try:
             checked = self.journal.get(run_id, "run/shift")
         except Exception:  # the journal is unreachable: the records are the answer

@@ -129,8 +129,10 @@ class FailedLogins:
         now (always ``None`` without a limit)."""
         if self.limit == 0:
             return None
-        key = address_key(host)
         with self._lock:
+            if not self._failures:  # nobody failed lately: the address need not be read
+                return None
+            key = address_key(host)
             times = self._failures.get(key)
             if times is None:
                 return None

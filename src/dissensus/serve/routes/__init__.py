@@ -54,6 +54,7 @@ def install(app: FastAPI) -> None:
     """Add every router of the JSON API to ``app``."""
     for module in (health, decide, library, review):
         app.include_router(module.router)
+    decide.install_plain(app)
 
 
 def install_pages(app: FastAPI) -> None:
