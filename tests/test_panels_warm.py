@@ -85,3 +85,46 @@ def test_members_open_their_clients_when_warmed() -> None:
         return opened
 
     assert asyncio.run(warm())
+
+
+def test_the_sdks_request_options_are_built_once_per_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each call copies the client's options with its own body and headers: the SDK's
+    constructor runs once, and every call still sends what it was asked."""
+    from openai._models import FinalRequestOptions
+
+    from dissensus.llm.base import ChatRequest, Message
+    from dissensus.llm.fakeserver import FakeServer
+
+    built: list[object] = []
+    construct = FinalRequestOptions.construct
+
+    def counted(**values: object) -> FinalRequestOptions:
+        built.append(values)
+        return construct(**values)
+
+    monkeypatch.setattr(FinalRequestOptions, "construct", counted)
+    with FakeServer() as server:
+        backend = OpenAIBackend("m", base_url=server.base_url, api_key="k")
+
+        async def ask() -> list[str]:
+            texts = []
+            for n in range(3):
+                request = ChatRequest(
+                    messages=[Message(role="user", content=f"question {n}")],
+                    agent=f"agent {n}",
+                    max_tokens=10 + n,
+                )
+                texts.append((await backend.send(request, json_mode="none")).text)
+            await backend.aclose()
+            return texts
+
+        texts = asyncio.run(ask())
+        bodies = list(server.bodies)
+    assert len(built) == 1
+    assert texts == ["ok"] * 3
+    assert [b["messages"] for b in bodies] == [
+        [{"role": "user", "content": f"question {n}"}] for n in range(3)
+    ]
+    assert [b["max_tokens"] for b in bodies] == [10, 11, 12]

@@ -57,9 +57,9 @@ Choices this module makes:
   attempt, each retried as a connection error, or fail to encode it. With no
   ``api_key``, the key checked (and scrubbed from errors) is ``$OPENAI_API_KEY``, which
   the SDK would read.
-* **Request path.** The request goes through the SDK's client (``client.post`` on
-  ``/chat/completions``: its authentication, headers, timeouts, connection pool and
-  status errors) with the body built here as plain JSON, and the answer comes back as
+* **Request path.** The request goes through the SDK's client (``client.request``, the
+  call ``client.post`` makes, on ``/chat/completions``: its authentication, headers,
+  timeouts, connection pool and status errors) with the body built here as plain JSON, and the answer comes back as
   bytes (streamed, "Response size") read with ``orjson``; ``chat.completions.create`` would re-walk the body
   against the SDK's typed parameters and build response models of which only five
   fields are read, about a third of a call's CPU on loopback. A body that is not JSON
@@ -74,7 +74,15 @@ Choices this module makes:
   counts them in the call's usage and its budget, as it counts an answer's. The endpoint
   is joined with the base URL once per client (:meth:`OpenAIBackend._endpoint`), its
   path before the base URL's query (``/v1?api-version=V`` asks
-  ``/v1/chat/completions?api-version=V``).
+  ``/v1/chat/completions?api-version=V``). So are the SDK's request options
+  (``FinalRequestOptions``), built by the SDK's own constructor once per client and
+  copied with each call's body and headers (:meth:`OpenAIBackend._options`):
+  ``client.post`` built them anew on every call, copying each default field's value.
+  The answer is asked for as the HTTP library's own response (``cast_to`` its
+  ``Response`` class, which the SDK returns as it is, its body unread), not as the
+  SDK's stream of bytes wrapped around it, which was built only to be unwrapped. The
+  two cut a call's instructions through this backend on loopback by 15 % (callgrind,
+  200 calls: 2.05 M per call with ``client.post`` and the stream, 1.74 M).
 * **Response size.** The body is streamed and read up to :data:`MAX_RESPONSE_BYTES`
   (4 MiB, as the HTTP client decodes it; ``max_response_bytes`` sets another): a body
   whose ``Content-Length`` is longer is not read at all, and one that goes past it is
@@ -789,6 +797,9 @@ class OpenAIBackend:
             weakref.WeakKeyDictionary()
         )
         self._endpoints: weakref.WeakKeyDictionary[AsyncOpenAI, str] = weakref.WeakKeyDictionary()
+        self._templates: weakref.WeakKeyDictionary[AsyncOpenAI, tuple[Any, type]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def __repr__(self) -> str:
         key = "<set>" if self._api_key else None
@@ -867,10 +878,36 @@ class OpenAIBackend:
             self._endpoints[client] = url
         return url
 
+    def _options(
+        self, client: AsyncOpenAI, body: JsonObject, headers: dict[str, Any]
+    ) -> tuple[Any, type]:
+        """The SDK's request options of one call and the response class the SDK hands back
+        as it is, its body unread ("Request path"). The options are a copy of ``client``'s
+        template, built once by the SDK's own constructor (as ``client.post`` builds them
+        on every call), with this call's body and headers."""
+        made = self._templates.get(client)
+        if made is None:
+            from openai._models import FinalRequestOptions
+
+            # The SDK's URLs and its HTTP clients are of one library: httpx, or its fork.
+            library = _http_library(client.base_url)
+            if library is None:
+                raise ConfigError(
+                    f"the openai SDK's URLs ({type(client.base_url).__name__}) are of no HTTP "
+                    "library known here (httpx or the SDK's fork of it)",
+                    field="transport",
+                )
+            template = FinalRequestOptions.construct(
+                method="post", url=self._endpoint(client), json_data={}, headers={}
+            )
+            made = self._templates[client] = (template, library.Response)
+        template, response = made
+        return template.model_copy(update={"json_data": body, "headers": headers}), response
+
     async def awarm(self) -> None:
         """Open this event loop's SDK client now: imports the SDK and builds its HTTP
-        client, which the first request would otherwise pay for."""
-        self._client()
+        client and request options, which the first request would otherwise pay for."""
+        self._options(self._client(), {}, {})
 
     def _messages(self, request: ChatRequest, json_mode: JsonMode) -> list[dict[str, str]]:
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
@@ -1024,15 +1061,9 @@ class OpenAIBackend:
                     # The SDK's own request path (auth, headers, timeouts, status errors)
                     # with the body as built here and the answer streamed, read as bytes
                     # up to the cap: "Request path", "Response size".
-                    stream = await client.post(
-                        self._endpoint(client),
-                        body=args,
-                        cast_to=bytes,
-                        options={"headers": headers},
-                        stream=True,
-                        stream_cls=openai.AsyncStream[bytes],
-                    )
-                    raw = await _capped_body(stream.response, self.max_response_bytes)
+                    options, response_type = self._options(client, args, headers)
+                    response: Any = await client.request(response_type, options, stream=True)
+                    raw = await _capped_body(response, self.max_response_bytes)
                 finally:
                     if cutoff is not None:
                         cutoff.unwatch(scope)
