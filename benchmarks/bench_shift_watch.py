@@ -14,7 +14,8 @@ and, each timed over ``--repeat`` checks (median):
 * **after**: a check of a watch that checked before (:class:`JudgedCases` reads on
   from its last read), the same check;
 * **the read alone**, both ways, without the check;
-* **GET /v1/acceptance** (:func:`acceptance_status`), reading all and reading on.
+* **GET /v1/acceptance** (:func:`acceptance_status`, its acceptance monitor included),
+  reading all and reading on, once each.
 
 Usage::
 
@@ -181,11 +182,11 @@ def main() -> None:
             print(f"the read alone: every judged case {read_all:.3f} s, read on {read_on:.3f} s")
             assert new_check(journal, spec, cases, every) == old_check(journal, spec, every)
             status_all, _ = timed(
-                journal, events, nxt, every, repeat,
+                journal, events, nxt, every, 1,
                 lambda: acceptance_status(journal, spec, every=every),
             )  # fmt: skip
             status_on, _ = timed(
-                journal, events, nxt, every, repeat,
+                journal, events, nxt, every, 1,
                 lambda: acceptance_status(journal, spec, every=every, cases=cases),
             )  # fmt: skip
             print(

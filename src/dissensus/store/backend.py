@@ -91,6 +91,12 @@ class Backend(Protocol):
         """Run a statement (``?`` placeholders); the number of rows it changed."""
         ...
 
+    def values(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a query (``?`` placeholders) and return its rows as tuples, in the order
+        its columns are named: for a query of many light rows, where a dict a row costs
+        more than the row."""
+        ...
+
     def errors(self) -> AbstractContextManager[None]:
         """Translate the driver's errors into :class:`~dissensus.store.errors.JournalError` s."""
         ...

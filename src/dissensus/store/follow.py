@@ -47,7 +47,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from dissensus.store.events import Event, EventRow, event_from_row
 
@@ -63,6 +63,9 @@ BULK_RUNS = 200
 """Runs to read from above which a read asks for every event of the type in one query."""
 
 _CHUNK = 100
+
+_ORDER = "SELECT run_id FROM runs ORDER BY created, run_id"
+"""The runs in the order a read of events across runs lists them."""
 """Runs named in one query (each ``run_id`` and sequence number a parameter)."""
 
 
@@ -102,10 +105,6 @@ class Followed(Generic[T]):
                 yield value
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def follow(
     backend: Backend,
     type: str,
@@ -118,55 +117,45 @@ def follow(
         before = None
     known: Mapping[str, RunRead[T]] = before.runs if before is not None else {}
     with backend.errors(), backend.snapshot():
-        heads = backend.rows(
-            "SELECT run_id, created, n_events, head_hash FROM runs ORDER BY created, run_id"
-        )
-        count = int(
-            backend.rows("SELECT COUNT(*) AS n FROM events WHERE type = ?", (type,))[0]["n"]
-        )
+        # The heads in the table's own order (its pages read once each) and the order
+        # from the runs' index alone: a lookup of each run's row by the index would
+        # read the table's pages (spread among the events') once per run.
+        heads = backend.values("SELECT run_id, n_events, head_hash FROM runs")
+        order = tuple(row[0] for row in backend.values(_ORDER))
+        count = int(backend.values("SELECT COUNT(*) FROM events WHERE type = ?", (type,))[0][0])
         runs: dict[str, RunRead[T]] = {}
         marks: dict[str, int] = {}
         """Runs to read, from which sequence number."""
         grown: list[tuple[str, int, str]] = []
-        for head in heads:
-            run_id, n_events = str(head["run_id"]), _int(head["n_events"])
-            head_hash = str(head["head_hash"])
+        for run_id, n_events, head_hash in heads:
             old = known.get(run_id)
-            if (
-                old is not None
-                and old.n_events is not None
-                and old.n_events == n_events
-                and old.head_hash == head_hash
-            ):
-                runs[run_id] = old
-            elif (
-                old is not None
-                and old.n_events
-                and n_events is not None
-                and old.n_events < n_events
-            ):
-                grown.append((run_id, old.n_events - 1, old.head_hash))
-                marks[run_id] = old.n_events
-            else:
-                marks[run_id] = 0
-            if run_id not in runs:
-                runs[run_id] = RunRead(n_events, head_hash, 0, ())
+            if n_events.__class__ is not int:
+                n_events = None  # damaged: read whole each time
+            if old is not None and old.n_events is not None:
+                if old.n_events == n_events and old.head_hash == head_hash:
+                    runs[run_id] = old
+                    continue
+                if old.n_events and n_events is not None and old.n_events < n_events:
+                    grown.append((run_id, old.n_events - 1, old.head_hash))
+                    marks[run_id] = old.n_events
+                    runs[run_id] = RunRead(n_events, head_hash, 0, ())
+                    continue
+            marks[run_id] = 0
+            runs[run_id] = RunRead(n_events, head_hash, 0, ())
         for start in range(0, len(grown), _CHUNK):
             chunk = grown[start : start + _CHUNK]
             where = " OR ".join(["(run_id = ? AND seq = ?)"] * len(chunk))
             held = {
-                (str(row["run_id"]), row["seq"]): str(row["hash"])
-                for row in backend.rows(
+                (run_id, seq): digest
+                for run_id, seq, digest in backend.values(
                     f"SELECT run_id, seq, hash FROM events WHERE {where}",
                     [x for run_id, seq, _ in chunk for x in (run_id, seq)],
                 )
             }
             for run_id, seq, digest in chunk:
                 if held.get((run_id, seq)) == digest:
-                    old = known[run_id]
-                    runs[run_id] = RunRead(
-                        runs[run_id].n_events, runs[run_id].head_hash, old.count, old.kept
-                    )
+                    old, new = known[run_id], runs[run_id]
+                    runs[run_id] = RunRead(new.n_events, new.head_hash, old.count, old.kept)
                 else:
                     marks[run_id] = 0  # the run read before is not this one: read it whole
         for row in _new_rows(backend, type, marks):
@@ -180,7 +169,7 @@ def follow(
         journal=backend.path,
         type=type,
         runs=runs,
-        order=tuple(str(head["run_id"]) for head in heads),
+        order=order,
         count=count,
         read_runs=len(marks),
     )
@@ -217,8 +206,8 @@ def _new_rows(backend: Backend, type: str, marks: Mapping[str, int]) -> Iterator
 def _after(row: EventRow, mark: int) -> bool:
     """Whether the row's sequence number is at or after ``mark`` (a number stored as
     text, which only a hand edit makes, is read again every time)."""
-    seq = _int(row["seq"])
-    return seq is None or seq >= mark
+    seq = row["seq"]
+    return seq.__class__ is not int or seq >= mark
 
 
 class TypeFollower(Generic[T]):

@@ -472,6 +472,16 @@ class PostgresBackend:
         with self.lock:
             return self._send(_sql(sql), args).rowcount
 
+    def values(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        from psycopg.rows import tuple_row
+
+        with self.lock:
+            if self._queue:  # statements of a write transaction wait: they go first
+                return [tuple(row.values()) for row in self.rows(sql, args)]
+            self._ensure()
+            cursor = self._db.cursor(row_factory=tuple_row)
+            return cursor.execute(_sql(sql), tuple(args)).fetchall()
+
     def begin(self) -> None:
         self._queue = [("BEGIN", ())]
         self._in_transaction = True

@@ -400,6 +400,12 @@ class SQLiteBackend:
         with self.lock:
             return self._db.execute(sql, tuple(args)).rowcount
 
+    def values(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self.lock:
+            cursor = self._db.cursor()
+            cursor.row_factory = None
+            return cursor.execute(sql, tuple(args)).fetchall()
+
     def append_state(
         self, run_id: str, keys: Sequence[str]
     ) -> tuple[dict[str, EventRow], RunHead | None]:
