@@ -133,7 +133,8 @@ class _Journal:
         self.reads += 1
         kept = tuple((seq, keep(e)) for seq, e in enumerate(self.events))
         run = RunRead(None, "", len(kept), tuple((s, v) for s, v in kept if v is not None))
-        return Followed("fake", type, {"r": run}, ("r",), len(self.events))
+        values = tuple(v for _, v in run.kept)
+        return Followed("fake", type, {"r": run}, ("r",), len(self.events), values)
 
 
 _STEPS = st.lists(

@@ -39,11 +39,15 @@ Choices this module makes:
 * **Cost.** A read costs the journal's runs' heads (one light row per run, no payload)
   and the events of the type in the runs that changed since the last read. When many
   runs changed (a first read), their events of the type are read in one query rather
-  than a query per hundred runs.
+  than a query per hundred runs. When the only runs that changed are new ones after
+  every run read before (one-case runs, as the one-panel doors make them), the values
+  kept in order are those of the last read followed by the new runs' (:attr:`Followed.extends`),
+  not gathered again run by run.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -63,6 +67,8 @@ BULK_RUNS = 200
 """Runs to read from above which a read asks for every event of the type in one query."""
 
 _CHUNK = 100
+
+_SERIALS = itertools.count(1)
 
 _ORDER = "SELECT run_id FROM runs ORDER BY created, run_id"
 """The runs in the order a read of events across runs lists them."""
@@ -95,14 +101,19 @@ class Followed(Generic[T]):
     count: int
     """Events of the type the journal holds (runs without a header row included, as
     :meth:`~dissensus.store.journal.Journal.count_of_type` counts them)."""
+    values: tuple[T, ...] = ()
+    """The kept values in full-read order (run order, then sequence)."""
     read_runs: int = 0
     """Runs whose events this read read (0: nothing was new)."""
+    serial: int = 0
+    """This state's number, unique in the process."""
+    extends: int | None = None
+    """The :attr:`serial` of the state whose :attr:`values` begin this one's (``None``:
+    read anew)."""
 
     def kept(self) -> Iterator[T]:
         """The kept values in full-read order (run order, then sequence)."""
-        for run_id in self.order:
-            for _, value in self.runs[run_id].kept:
-                yield value
+        return iter(self.values)
 
 
 def follow(
@@ -165,13 +176,30 @@ def follow(
             value = keep(event)
             kept = run.kept if value is None else (*run.kept, (event.seq, value))
             runs[run_id] = RunRead(run.n_events, run.head_hash, run.count + 1, kept)
+    # Only runs after those read before are new (the usual case: new runs): the values
+    # read before begin the new ones; else they are gathered anew.
+    values: tuple[T, ...]
+    extends = None
+    if (
+        before is not None
+        and not any(run_id in known for run_id in marks)
+        and order[: len(before.order)] == before.order
+    ):
+        extends = before.serial
+        tail = (v for run_id in order[len(before.order) :] for _, v in runs[run_id].kept)
+        values = before.values + tuple(tail)
+    else:
+        values = tuple(v for run_id in order for _, v in runs[run_id].kept)
     return Followed(
         journal=backend.path,
         type=type,
         runs=runs,
         order=order,
         count=count,
+        values=values,
         read_runs=len(marks),
+        serial=next(_SERIALS),
+        extends=extends,
     )
 
 
