@@ -241,3 +241,62 @@ def test_the_service_states_the_guarantee_without_rounding_up(world: Path, tmp_p
     assert status.guarantee.startswith(
         "At least 99.5 of every 100 automatic decisions should be right (99.6% confidence)"
     )
+
+
+def test_get_acceptance_reads_on_from_the_watch_and_finds_what_a_full_read_finds(
+    world: Path, tmp_path: Path
+) -> None:
+    """``GET /v1/acceptance`` reads the judged cases on from the service's last read (the
+    shift watch's): another process's runs are read alone, and after a restore that
+    leaves as many judged cases as before, the answer is a full read's, not the old
+    cases'."""
+    from fastapi.testclient import TestClient
+
+    from dissensus.serve import ServeSettings, create_app
+    from dissensus.serve.acceptance import acceptance_status
+    from store_backends import raw
+
+    target = str(tmp_path / "j.sqlite")
+    policy = world / "warn.yaml"
+    spec = RunSpec.from_policy(policy)
+    same, shifted = _lines(world / "same.jsonl", 11), _lines(world / "shifted.jsonl", 1)
+    with Journal(target) as journal:
+        _one_panel_runs(journal, policy, same[:10], "a")
+    backup = raw(target, "SELECT * FROM runs"), raw(target, "SELECT * FROM events")
+    settings = ServeSettings(
+        journal=target,
+        policy=str(policy),
+        tokens=str(write_tokens(tmp_path / "tokens.txt")),
+        shift_every=0,  # no watch stepping on its own: only the requests read
+    )
+
+    def full() -> Any:
+        with Journal(target) as journal:
+            return acceptance_status(journal, spec, every=0).model_dump(mode="json")["shift"]
+
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+
+        def status() -> Any:
+            answer = client.get("/v1/acceptance", headers=auth("sub"))
+            assert answer.status_code == 200, answer.text
+            return answer.json()["shift"]
+
+        follower = client.app.state.service.shift_watch.cases._follower  # type: ignore[attr-defined]
+        assert status() == full() and status()["deployed_n"] == 10
+        with Journal(target) as other:  # another process's runs
+            _one_panel_runs(other, policy, same[10:], "b")
+        assert status() == full() and status()["deployed_n"] == 11
+        # (the second read of the two above found nothing new)
+        assert follower.state.read_runs == 0
+        with Journal(target) as other:  # restored, then as many cases judged again
+            with other.transaction():
+                other._backend.exec("DELETE FROM events")
+                other._backend.exec("DELETE FROM runs")
+            for table, rows in zip(("runs", "events"), backup, strict=True):
+                for row in rows:
+                    raw(target, f"INSERT INTO {table} VALUES ({', '.join('?' * len(row))})", row)
+            _one_panel_runs(other, policy, shifted, "c")
+            assert other.count_of_type(ev.CASE_ACCEPTANCE) == 11
+        after = status()
+        assert after == full() and after["deployed_n"] == 11
+        assert follower.state.read_runs == 1  # the new run, not the ten restored

@@ -5,7 +5,7 @@ watch on the same journal), and a step that is not due only counts."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from dissensus.pipeline.shift_watch import ShiftWatch
 from dissensus.pipeline.spec import RunSpec
 from dissensus.store import Journal
 from dissensus.store import event_types as ev
+from dissensus.store.follow import Followed, RunRead
 from serve_helpers import heap_frozen
 from shift_helpers import build_world
 
@@ -125,6 +126,15 @@ class _Journal:
         assert type == ev.CASE_ACCEPTANCE
         self.reads += 1
         return iter(list(self.events))
+
+    def follow(self, type: str, keep: Callable[[Any], Any], before: Any = None) -> Followed[Any]:
+        """Every case read, as one run (a read the watch makes)."""
+        assert type == ev.CASE_ACCEPTANCE
+        self.reads += 1
+        kept = tuple((seq, keep(e)) for seq, e in enumerate(self.events))
+        run = RunRead(None, "", len(kept), tuple((s, v) for s, v in kept if v is not None))
+        values = tuple(v for _, v in run.kept)
+        return Followed("fake", type, {"r": run}, ("r",), len(self.events), values)
 
 
 _STEPS = st.lists(

@@ -54,6 +54,7 @@ JOURNAL_ADDED = {
     "defer_run",
     "deferred",
     "events_after",
+    "follow",
     "lock_name",
     "newest_runs",
     "refs_after",

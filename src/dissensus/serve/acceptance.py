@@ -12,7 +12,10 @@ newest flagged check of the file when the policy says ``acceptance.on_shift: esc
 (new runs then commit nothing on it).
 
 Choices this module makes: the window is read from the journal at each
-request (no state in the server, so several servers agree); the check runs in a worker
+request, on from the service's last read of the judged cases (the shift watch's
+:class:`~dissensus.pipeline.shift_watch.JudgedCases`: only the cases judged since, in
+one snapshot of the journal, checked to be the same cases a read of them all would
+find, so several servers agree); the check runs in a worker
 thread; it is tested at the level of the shift watch's check of as many judged cases
 (:func:`~dissensus.pipeline.shift.watch_index`; index 1 below ``--shift-every`` cases),
 over the latest cases (the watch's own check looks at those up to the last multiple of
@@ -41,7 +44,7 @@ from dissensus.pipeline.shift import (
     shift_words,
     watch_index,
 )
-from dissensus.pipeline.shift_watch import WINDOW, judged_vectors
+from dissensus.pipeline.shift_watch import WINDOW, JudgedCases, judged_vectors
 from dissensus.pipeline.spec import RunSpec
 from dissensus.store.journal import Journal
 
@@ -98,10 +101,13 @@ class AcceptanceStatus(BaseModel):
     monitor_error: str | None = None
 
 
-def acceptance_status(journal: Journal, spec: RunSpec, *, every: int = 100) -> AcceptanceStatus:
+def acceptance_status(
+    journal: Journal, spec: RunSpec, *, every: int = 100, cases: JudgedCases | None = None
+) -> AcceptanceStatus:
     """The answer of ``GET /v1/acceptance`` (``every``: the server's ``--shift-every``,
     which numbers the shift watch's checks; the window's check is reported at the level
-    of the watch's check of the same number of judged cases)."""
+    of the watch's check of the same number of judged cases; ``cases``: the judged cases
+    read so far, read on from there; default: all of them read)."""
     data = spec.acceptance
     if data is None:
         return AcceptanceStatus()
@@ -122,8 +128,8 @@ def acceptance_status(journal: Journal, spec: RunSpec, *, every: int = 100) -> A
         if data.get("threshold") is not None
         else "This acceptance file accepts nothing: no threshold met the target."
     )
-    judged = judged_vectors(journal, sha, window=None)
-    vectors = [vector for vector, _ in judged[-WINDOW:]]
+    judged = (cases if cases is not None else JudgedCases()).read(journal, sha)
+    vectors = [vector for vector, _ in judged.vectors()]
     settings = spec.policy.acceptance
     shift = check_vectors(
         data,

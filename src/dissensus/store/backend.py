@@ -14,7 +14,9 @@ Choices this module makes:
   the query names its columns, and each service turns its rows into a model
   (:class:`~dissensus.store.events.Event`, :class:`~dissensus.store.claims.Claim`, ...)
   where it reads them, so a row never travels further than the service that asked.
-* **Transactions are the back end's**, begun, committed and rolled back through it;
+* **Transactions are the back end's**, begun, committed and rolled back through it (a
+  read of several queries that must agree with each other takes a ``snapshot``: one
+  read transaction);
   :class:`~dissensus.store.transactions.Transactions` nests them and runs what follows a
   commit. ``lock`` serialises one journal object's statements across threads.
 * **Only what differs is here.** Appending (reading the head, writing a block of rows),
@@ -89,12 +91,26 @@ class Backend(Protocol):
         """Run a statement (``?`` placeholders); the number of rows it changed."""
         ...
 
+    def values(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a query (``?`` placeholders) and return its rows as tuples, in the order
+        its columns are named: for a query of many light rows, where a dict a row costs
+        more than the row."""
+        ...
+
     def errors(self) -> AbstractContextManager[None]:
         """Translate the driver's errors into :class:`~dissensus.store.errors.JournalError` s."""
         ...
 
     def begin(self) -> None:
         """Open a write transaction."""
+        ...
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """Every query inside reads one consistent state of the journal (one read
+        transaction: what another writer commits meanwhile is not seen), holding
+        :attr:`lock`. Inside a write transaction of this object it is that transaction (on
+        PostgreSQL each of its statements sees what was committed when it began: a read
+        that must agree is made outside one)."""
         ...
 
     def commit(self) -> None: ...

@@ -18,6 +18,7 @@ target names and composes the journal's parts over it:
 :mod:`~dissensus.store.review_index`      the review queue's index
 :mod:`~dissensus.store.claims`            who is working on a review item
 :mod:`~dissensus.store.locks`             which process is executing a run
+:mod:`~dissensus.store.follow`           one type of event read on incrementally
 ========================================  ==================================================
 
 :class:`Journal` is the facade the rest of the package uses; its methods delegate to
@@ -46,7 +47,7 @@ import socket
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from dissensus.deprecation import deprecated_names, renamed
 from dissensus.errors import ConfigError
@@ -66,6 +67,7 @@ from dissensus.store.errors import (
     UnknownRun,
 )
 from dissensus.store.events import Event, EventRow, NewEvent, RunHead, RunInfo
+from dissensus.store.follow import Followed, follow
 from dissensus.store.locks import RunLock, RunLocks, RunStatus
 from dissensus.store.log import EventLog, SQLEventLog
 from dissensus.store.review_index import IndexEntry, QueuePlace, ReviewFilter, ReviewIndex
@@ -84,6 +86,8 @@ from dissensus.store.transactions import Transactions
 
 if TYPE_CHECKING:
     from dissensus.signing import PublicKey, Signer
+
+T = TypeVar("T")
 
 __all__ = [
     "BUSY_TIMEOUT_ENV",
@@ -436,6 +440,15 @@ class Journal:
     def count_of_type(self, type: str) -> int:
         """How many events of ``type`` the journal holds, across runs."""
         return self._log.count_of_type(type)
+
+    def follow(
+        self, type: str, keep: Callable[[Event], T | None], before: Followed[T] | None = None
+    ) -> Followed[T]:
+        """The events of ``type`` across runs as ``keep`` keeps them, read on from
+        ``before`` (only what is new since, in one snapshot;
+        :func:`~dissensus.store.follow.follow`; :class:`~dissensus.store.follow.TypeFollower`
+        keeps the state between reads)."""
+        return follow(self._backend, type, keep, before)
 
     def event_at(self, run_id: str, seq: int) -> Event | None:
         """The run's event with sequence number ``seq``, if any."""

@@ -45,6 +45,10 @@ Choices this module makes:
 * **Run locks** are session advisory locks (released by the server when the holder's
   connection ends, even on ``kill -9``), with the holder's pid and host in
   ``run_locks`` for the message.
+* **Snapshots.** A read of several queries that must agree (``snapshot``) is one
+  ``REPEATABLE READ READ ONLY`` transaction: every query in it sees the journal as it
+  was at the first one, whatever other sessions commit meanwhile. It is not read again
+  on a new connection when the connection is lost halfway (the error is the caller's).
 * **Named locks** (:meth:`~dissensus.store.journal.Journal.lock_name`) are
   transaction-level advisory locks: a run's shift check counts the file's earlier checks
   under one, so two runs finishing at once take consecutive indices.
@@ -468,6 +472,16 @@ class PostgresBackend:
         with self.lock:
             return self._send(_sql(sql), args).rowcount
 
+    def values(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        from psycopg.rows import tuple_row
+
+        with self.lock:
+            if self._queue:  # statements of a write transaction wait: they go first
+                return [tuple(row.values()) for row in self.rows(sql, args)]
+            self._ensure()
+            cursor = self._db.cursor(row_factory=tuple_row)
+            return cursor.execute(_sql(sql), tuple(args)).fetchall()
+
     def begin(self) -> None:
         self._queue = [("BEGIN", ())]
         self._in_transaction = True
@@ -490,6 +504,24 @@ class PostgresBackend:
                 self._db.execute("ROLLBACK")
         finally:
             self._in_transaction = False
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        with self.lock:
+            if self._in_transaction:  # a write transaction of this object: its view
+                yield
+                return
+            with self.errors():
+                self.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            self._in_transaction = True
+            try:
+                yield
+            finally:
+                self._in_transaction = False
+                # Read only: nothing to keep. On a lost connection the server ended it.
+                with suppress(self._psycopg.Error):
+                    if not self._db.closed:
+                        self._db.execute("ROLLBACK")
 
     def append_state(
         self, run_id: str, keys: Sequence[str]

@@ -38,6 +38,9 @@ Choices this module makes:
   SQLite would read it as a URI whose parameters (``mode=ro``, ``vfs=``) override the
   journal's own settings, and the file it names would not be made ``0600``.
   ``./file:x`` names a file called ``file:x``.
+* **Snapshots.** A read of several queries that must agree (``snapshot``) is one
+  deferred read transaction: in WAL mode it sees the journal as it was at its first
+  query, never blocks a writer and is never blocked by one.
 * **Run locks** live in a ``run_locks`` table; a holder whose process is gone (same
   host; a zombie counts as gone) is replaced.
 * **File mode.** A new journal file is created ``0600`` (owner only), whatever the
@@ -408,6 +411,12 @@ class SQLiteBackend:
         with self.lock:
             return self._db.execute(sql, tuple(args)).rowcount
 
+    def values(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self.lock:
+            cursor = self._db.cursor()
+            cursor.row_factory = None
+            return cursor.execute(sql, tuple(args)).fetchall()
+
     def append_state(
         self, run_id: str, keys: Sequence[str]
     ) -> tuple[dict[str, EventRow], RunHead | None]:
@@ -445,6 +454,21 @@ class SQLiteBackend:
 
     def commit(self) -> None:
         self._db.execute("COMMIT")
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        with self.lock:
+            if self._db.in_transaction:  # a write transaction of this object: one view
+                yield
+                return
+            with self.errors():
+                # Deferred: the WAL snapshot is taken by the first read and kept to the end.
+                self._db.execute("BEGIN DEFERRED")
+            try:
+                yield
+            finally:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")  # read only: nothing to keep
 
     def rollback(self) -> None:
         if self._db.in_transaction:

@@ -214,6 +214,7 @@ async def acceptance(request: Request, _: Principal = submit) -> AcceptanceStatu
         service.journal,
         service.spec,
         every=service.settings.shift_every,
+        cases=service.shift_watch.cases,
     )
 
 

@@ -1,0 +1,268 @@
+"""Following one type of event across a journal's runs: each read reads only what is new.
+
+:class:`TypeFollower` keeps, for every run of the journal, what it took from the run's
+events of one type (``keep``: a value, or ``None`` for an event it counts and does not
+keep) and how far it read: the run's number of events and the hash of the last of them
+(the head of the run's hash chain there). :meth:`TypeFollower.read` brings it up to date
+and returns a :class:`Followed`: the kept values of every run, in the order a full read
+(:meth:`~dissensus.store.journal.Journal.events_of_type`) lists them (run order, then
+sequence), and how many events of the type the journal holds.
+
+Choices this module makes:
+
+* **One snapshot.** Everything a read asks (the runs' heads, the count, the checks of
+  the marks, the new events) is one read transaction
+  (:meth:`~dissensus.store.backend.Backend.snapshot`): events another writer commits
+  meanwhile are not seen by this read, and the next read takes them, never half of a
+  state. A busy journal is read as incrementally as an idle one.
+* **What is new.** A run whose head (number of events and head hash) is the one read
+  last time is not read. A run that grew is checked first: its event at the last
+  sequence number read must still hold the hash read there, which (the chain hashing
+  each event on the one before it) means every event read before is still the run's;
+  then only its events of the type after that number are read. A run that is new, that
+  shrank, whose head changed at the same count (a journal restored from a backup, or
+  replaced by another with the same number of events) or whose mark no longer holds
+  the hash read is read again from its first event; a run gone from the journal is
+  dropped. The order of the runs is the journal's own (``ORDER BY created, run_id``,
+  read each time), so a run whose time changed moves as a full read moves it. The
+  result is thus the full read's, computed from the rows a full read would read,
+  whatever was appended, restored or replaced between two reads.
+* **What it trusts.** The runs' heads are the journal's record of what each run holds
+  (written in the transaction of every append). A stored event changed outside
+  dissensus without its chain (its text edited, its hash left) is not seen by a follower
+  that read it before; that is what ``runs verify`` names.
+* **A failed read changes nothing.** The new state is built aside and kept only when
+  the whole read succeeded: a read that fails (the journal busy, the connection lost,
+  a damaged row) leaves the follower as it was, and the next read starts from there.
+* **Another journal.** The state is keyed by the journal's name: given a journal of
+  another name, the follower starts afresh.
+* **Cost.** A read costs the journal's runs' heads (one light row per run, no payload)
+  and the events of the type in the runs that changed since the last read. When many
+  runs changed (a first read), their events of the type are read in one query rather
+  than a query per hundred runs. When the only runs that changed are new ones after
+  every run read before (one-case runs, as the one-panel doors make them), the values
+  kept in order are those of the last read followed by the new runs' (:attr:`Followed.extends`),
+  not gathered again run by run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
+
+from dissensus.store.events import Event, EventRow, event_from_row
+
+if TYPE_CHECKING:
+    from dissensus.store.backend import Backend
+    from dissensus.store.journal import Journal
+
+__all__ = ["BULK_RUNS", "Followed", "RunRead", "TypeFollower", "follow"]
+
+T = TypeVar("T")
+
+BULK_RUNS = 200
+"""Runs to read from above which a read asks for every event of the type in one query."""
+
+_CHUNK = 100
+
+_SERIALS = itertools.count(1)
+
+_ORDER = "SELECT run_id FROM runs ORDER BY created, run_id"
+"""The runs in the order a read of events across runs lists them."""
+"""Runs named in one query (each ``run_id`` and sequence number a parameter)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRead(Generic[T]):
+    """What was read of one run: its head then, its events of the type, those kept."""
+
+    n_events: int | None
+    """The run's number of events as read (``None``: not a number, read whole each time)."""
+    head_hash: str
+    count: int
+    """Events of the type read in the run."""
+    kept: tuple[tuple[int, T], ...]
+    """``(sequence number, value)`` of the events kept, in sequence order."""
+
+
+@dataclass(frozen=True)
+class Followed(Generic[T]):
+    """One consistent state of a journal, as a :class:`TypeFollower` read it."""
+
+    journal: str
+    """The journal's name."""
+    type: str
+    runs: Mapping[str, RunRead[T]]
+    order: tuple[str, ...]
+    """The runs in the journal's order (creation time, then id)."""
+    count: int
+    """Events of the type the journal holds (runs without a header row included, as
+    :meth:`~dissensus.store.journal.Journal.count_of_type` counts them)."""
+    values: tuple[T, ...] = ()
+    """The kept values in full-read order (run order, then sequence)."""
+    read_runs: int = 0
+    """Runs whose events this read read (0: nothing was new)."""
+    serial: int = 0
+    """This state's number, unique in the process."""
+    extends: int | None = None
+    """The :attr:`serial` of the state whose :attr:`values` begin this one's (``None``:
+    read anew)."""
+
+    def kept(self) -> Iterator[T]:
+        """The kept values in full-read order (run order, then sequence)."""
+        return iter(self.values)
+
+
+def follow(
+    backend: Backend,
+    type: str,
+    keep: Callable[[Event], T | None],
+    before: Followed[T] | None,
+) -> Followed[T]:
+    """The state after ``before`` (``None``: nothing read yet), read in one snapshot
+    (see the module docstring); ``before`` itself is never changed."""
+    if before is not None and (before.journal != backend.path or before.type != type):
+        before = None
+    known: Mapping[str, RunRead[T]] = before.runs if before is not None else {}
+    with backend.errors(), backend.snapshot():
+        # The heads in the table's own order (its pages read once each) and the order
+        # from the runs' index alone: a lookup of each run's row by the index would
+        # read the table's pages (spread among the events') once per run.
+        heads = backend.values("SELECT run_id, n_events, head_hash FROM runs")
+        order = tuple(row[0] for row in backend.values(_ORDER))
+        count = int(backend.values("SELECT COUNT(*) FROM events WHERE type = ?", (type,))[0][0])
+        runs: dict[str, RunRead[T]] = {}
+        marks: dict[str, int] = {}
+        """Runs to read, from which sequence number."""
+        grown: list[tuple[str, int, str]] = []
+        for run_id, n_events, head_hash in heads:
+            old = known.get(run_id)
+            if n_events.__class__ is not int:
+                n_events = None  # damaged: read whole each time
+            if old is not None and old.n_events is not None:
+                if old.n_events == n_events and old.head_hash == head_hash:
+                    runs[run_id] = old
+                    continue
+                if old.n_events and n_events is not None and old.n_events < n_events:
+                    grown.append((run_id, old.n_events - 1, old.head_hash))
+                    marks[run_id] = old.n_events
+                    runs[run_id] = RunRead(n_events, head_hash, 0, ())
+                    continue
+            marks[run_id] = 0
+            runs[run_id] = RunRead(n_events, head_hash, 0, ())
+        for start in range(0, len(grown), _CHUNK):
+            chunk = grown[start : start + _CHUNK]
+            where = " OR ".join(["(run_id = ? AND seq = ?)"] * len(chunk))
+            held = {
+                (run_id, seq): digest
+                for run_id, seq, digest in backend.values(
+                    f"SELECT run_id, seq, hash FROM events WHERE {where}",
+                    [x for run_id, seq, _ in chunk for x in (run_id, seq)],
+                )
+            }
+            for run_id, seq, digest in chunk:
+                if held.get((run_id, seq)) == digest:
+                    old, new = known[run_id], runs[run_id]
+                    runs[run_id] = RunRead(new.n_events, new.head_hash, old.count, old.kept)
+                else:
+                    marks[run_id] = 0  # the run read before is not this one: read it whole
+        for row in _new_rows(backend, type, marks):
+            run_id = str(row["run_id"])
+            run = runs[run_id]
+            event = event_from_row(row)
+            value = keep(event)
+            kept = run.kept if value is None else (*run.kept, (event.seq, value))
+            runs[run_id] = RunRead(run.n_events, run.head_hash, run.count + 1, kept)
+    # Only runs after those read before are new (the usual case: new runs): the values
+    # read before begin the new ones; else they are gathered anew.
+    values: tuple[T, ...]
+    extends = None
+    if (
+        before is not None
+        and not any(run_id in known for run_id in marks)
+        and order[: len(before.order)] == before.order
+    ):
+        extends = before.serial
+        tail = (v for run_id in order[len(before.order) :] for _, v in runs[run_id].kept)
+        values = before.values + tuple(tail)
+    else:
+        values = tuple(v for run_id in order for _, v in runs[run_id].kept)
+    return Followed(
+        journal=backend.path,
+        type=type,
+        runs=runs,
+        order=order,
+        count=count,
+        values=values,
+        read_runs=len(marks),
+        serial=next(_SERIALS),
+        extends=extends,
+    )
+
+
+def _new_rows(backend: Backend, type: str, marks: Mapping[str, int]) -> Iterator[EventRow]:
+    """The rows of ``type`` at or after each run's mark in ``marks``, each run's in
+    sequence order."""
+    if not marks:
+        return
+    if len(marks) > BULK_RUNS:
+        rows = cast(
+            "list[EventRow]",
+            backend.rows("SELECT * FROM events WHERE type = ? ORDER BY run_id, seq", (type,)),
+        )
+        for row in rows:
+            mark = marks.get(str(row["run_id"]))
+            if mark is not None and _after(row, mark):
+                yield row
+        return
+    wanted = list(marks.items())
+    for start in range(0, len(wanted), _CHUNK):
+        chunk: Sequence[tuple[str, int]] = wanted[start : start + _CHUNK]
+        where = " OR ".join(["(run_id = ? AND seq >= ?)"] * len(chunk))
+        yield from cast(
+            "list[EventRow]",
+            backend.rows(
+                f"SELECT * FROM events WHERE type = ? AND ({where}) ORDER BY run_id, seq",
+                [type, *(x for pair in chunk for x in pair)],
+            ),
+        )
+
+
+def _after(row: EventRow, mark: int) -> bool:
+    """Whether the row's sequence number is at or after ``mark`` (a number stored as
+    text, which only a hand edit makes, is read again every time)."""
+    seq = row["seq"]
+    return seq.__class__ is not int or seq >= mark
+
+
+class TypeFollower(Generic[T]):
+    """The events of ``type`` across a journal's runs, each kept as ``keep`` says, read
+    incrementally (see the module docstring). Threads may share one: reads are
+    independent, and the state kept is the newest read that succeeded."""
+
+    def __init__(self, type: str, keep: Callable[[Event], T | None]) -> None:
+        self.type = type
+        self._keep = keep
+        self._state: Followed[T] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def state(self) -> Followed[T] | None:
+        """The state of the last read that succeeded (``None``: none yet)."""
+        return self._state
+
+    def forget(self) -> None:
+        """Start afresh: the next read reads every event of the type."""
+        with self._lock:
+            self._state = None
+
+    def read(self, journal: Journal) -> Followed[T]:
+        """The journal's state now (:func:`follow` from the last state read); kept only
+        when the read succeeds."""
+        state = journal.follow(self.type, self._keep, self._state)
+        with self._lock:
+            self._state = state
+        return state
