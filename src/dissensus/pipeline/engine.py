@@ -378,8 +378,7 @@ async def _followup_answers(case: _Case, round_: int) -> FollowupStep:
     if not rt.can_call_models():
         first = "the recorded re-ask was used" if recorded else "no recorded re-ask in the panel"
         why = f"{first} and no model configured (seek_context.model or ${MODEL_ENV})"
-        # ``FollowupStep(source="none", why=why)``: two valid values, the defaults.
-        return _built(FollowupStep, {"source": "none", "why": why})
+        return FollowupStep(source="none", why=why)
     if not case_options(case.panel):
         return FollowupStep(source="none", why="the case has no explicit options to re-ask")
     before = case.client.usage.model_copy()
