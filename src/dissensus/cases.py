@@ -51,6 +51,7 @@ Choices this module makes:
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -170,7 +171,14 @@ def review_options(declared: Iterable[str], given: Iterable[str]) -> list[str]:
     agents gave) in natural order (:func:`natural_key`)."""
     first = list(dict.fromkeys(declared))
     known = set(first)
-    return first + sorted({g for g in given if g not in known}, key=natural_key)
+    rest = {g for g in given if g not in known}
+    if len(rest) < 2:
+        return first + list(rest)  # nothing to order
+    return first + sorted(rest, key=_natural_key)
+
+
+_natural_key = functools.lru_cache(maxsize=1024)(natural_key)
+""":func:`natural_key`, remembered for the few labels panels repeat (``1``, ``2``, ``A``)."""
 
 
 def shown_order(meta: Any, options: Sequence[str]) -> list[str]:

@@ -154,7 +154,6 @@ class _Case:
     panel: Panel
     line: int
     log: CaseLog
-    client: CaseClient
     path: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     input: CaseInput | None = None
@@ -168,6 +167,15 @@ class _Case:
     concord: ConcordStep | None = None
     figures: AcceptanceFigures | None = None
     """Learned acceptance's figures, once an acceptance file judged the case."""
+    _client: CaseClient | None = None
+
+    @property
+    def client(self) -> CaseClient:
+        """The case's model client, made on first use (most cases call no model)."""
+        client = self._client
+        if client is None:
+            client = self._client = self.rt.client.for_case(self.log)
+        return client
 
     async def astep(
         self, step: str, type: str, model: type[M], compute: Callable[[], Awaitable[M]]
@@ -192,7 +200,7 @@ class _Case:
         }
         base.update(fields)
         if self.figures is None and _plain_record(fields):
-            return _trusted_record(base, self.usage)
+            return _trusted_record(base, self.reading.state)
         return CaseRecord.model_validate(base)
 
 
@@ -216,15 +224,16 @@ _STR = frozenset({str})
 _OPTIONAL_STR = frozenset({str, type(None)})
 
 
-def _trusted_record(base: dict[str, Any], usage: Usage) -> CaseRecord:
+def _trusted_record(base: dict[str, Any], state: State) -> CaseRecord:
     """``CaseRecord.model_validate(base)`` without validating again what the case's steps
-    made (the reading's state, the route's action and rule, the path, the usage): the
-    same values, the same fields set."""
+    made (the reading's ``state``, whose value ``base`` holds, the route's action and
+    rule, the path, the usage, whose fresh dump ``base`` holds): the same values, the
+    same fields set."""
     given = {
         **base,
-        "state": State(base["state"]),
+        "state": state,
         "route": _route_value(base["route"]),
-        "usage": trusted(Usage, usage.model_dump()),
+        "usage": trusted(Usage, base["usage"]),
     }
     return _built(CaseRecord, given)
 
@@ -303,13 +312,20 @@ async def decide_case_events(
     done = log.replayed("record", CaseRecord)
     if done is not None:
         return done, []
-    case = _Case(rt, panel, line, log, rt.client.for_case(log))
-    case.input = log.step(
-        "input", ev.CASE_INPUT, CaseInput, lambda: CaseInput(id=panel.id, line=line, panel=panel)
-    )
+    case = _Case(rt, panel, line, log)
+    case.input = log.step("input", ev.CASE_INPUT, CaseInput, lambda: _case_input(panel, line))
     record = await _run(case)
     record = log.step("record", ev.CASE_RECORD, CaseRecord, lambda: record)
     return record, log.take()
+
+
+def _case_input(panel: Panel, line: int) -> CaseInput:
+    """``CaseInput(id=panel.id, line=line, panel=panel)``, without validating again a
+    validated panel (validation keeps the instance) and its text id."""
+    values = {"id": panel.id, "line": line, "panel": panel}
+    if panel.__class__ is Panel and panel.id.__class__ is str and line.__class__ is int:
+        return trusted(CaseInput, values)
+    return CaseInput.model_validate(values)
 
 
 async def _run(case: _Case) -> CaseRecord:
@@ -723,12 +739,17 @@ _FAILED = re.compile(
 )
 """A model follow-up that failed, in a record's reason: a re-ask or a deliberation that
 raised, or a DCI packet that ended because every participant of a stage failed."""
+_FAILED_MARKS = (" failed: ", "DCI deliberation stopped early (")
 
 
 def followup_outcome(record: CaseRecord) -> tuple[bool, str | None]:
     """Whether the case attempted a model follow-up (a live re-ask or a DCI
     deliberation), and the cause when it failed."""
-    match = _FAILED.search(record.reason)
+    reason = record.reason
+    # Every match of _FAILED holds one of these: most reasons are not searched.
+    match = (
+        _FAILED.search(reason) if _FAILED_MARKS[0] in reason or _FAILED_MARKS[1] in reason else None
+    )
     if match:
         return True, match.group(1) or match.group(2)
     attempted = any(

@@ -21,6 +21,14 @@ Choices this module makes:
   (:meth:`~dissensus.pipeline.runtime.Runtime.aprefetch`): the cases in flight go on
   while a window is embedded, and a deadline passing in a long embedding stops the run
   after the call in progress.
+* While :class:`LocalExecutor` decides, the collector's first threshold is raised to
+  :data:`~dissensus.states.stream.GC_THRESHOLD` tracked objects and restored afterwards
+  (:func:`~dissensus.states.stream.raised_gc_threshold`, as ``dissensus route`` does):
+  the cases in flight and the block the loop has not appended yet are tens of
+  thousands of acyclic containers (models, their dumps, the events' payloads) freed by
+  reference counting, which the default threshold of 700 had the collector walk over
+  and over, the full collections walking everything the process holds (about a tenth
+  of a local ``decide``'s CPU). Collections still come when objects accumulate.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.runtime import Runtime
 from dissensus.pipeline.spec import RunSpec
 from dissensus.states import SimilarityBackend
+from dissensus.states.stream import raised_gc_threshold
 from dissensus.store.journal import Journal, NewEvent
 from dissensus.types import JsonObject, Panel
 
@@ -128,25 +137,26 @@ class LocalExecutor:
         )
         window: list[tuple[int, asyncio.Task[tuple[CaseRecord, list[NewEvent]]]]] = []
         limit = ctx.spec.policy.concurrency
-        try:
-            for chunk in windows(ctx.panels()):
-                cases = [(line, p) for p, line in chunk if isinstance(p, Panel)]
-                await rt.aprefetch(cases, ctx.stop_at)
-                for item, line in chunk:
-                    if isinstance(item, Reject):
-                        yield Outcome(line=line, reject=item)
-                        continue
-                    task = asyncio.create_task(decide_case_events(rt, item, line))
-                    window.append((line, task))
-                    if len(window) >= limit:
-                        yield await _settled(window)
-            while window:
-                yield await _settled(window)
-        finally:
-            for _, task in window:
-                task.cancel()
-            await asyncio.gather(*(t for _, t in window), return_exceptions=True)
-            await rt.client.aclose()
+        with raised_gc_threshold():
+            try:
+                for chunk in windows(ctx.panels()):
+                    cases = [(line, p) for p, line in chunk if isinstance(p, Panel)]
+                    await rt.aprefetch(cases, ctx.stop_at)
+                    for item, line in chunk:
+                        if isinstance(item, Reject):
+                            yield Outcome(line=line, reject=item)
+                            continue
+                        task = asyncio.create_task(decide_case_events(rt, item, line))
+                        window.append((line, task))
+                        if len(window) >= limit:
+                            yield await _settled(window)
+                while window:
+                    yield await _settled(window)
+            finally:
+                for _, task in window:
+                    task.cancel()
+                await asyncio.gather(*(t for _, t in window), return_exceptions=True)
+                await rt.client.aclose()
 
 
 async def _settled(

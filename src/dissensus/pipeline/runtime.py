@@ -259,6 +259,7 @@ class Runtime:
     _learned: Any = field(default=None, init=False)
     _acceptor: Acceptor | None = field(default=None, init=False)
     _guard_settings: GuardThresholds | None = field(default=None, init=False)
+    _thresholds: Thresholds | None = field(default=None, init=False)
     _fresh: set[str] = field(default_factory=set, init=False)
     """Cases (refs) :meth:`prefetch` found without any event, not yet decided."""
     client: JournalledClient = field(init=False)
@@ -463,6 +464,10 @@ class Runtime:
 
     def read(self, panel: Panel) -> Reading:
         backend = self.backend
-        rd = self.policy.reading
-        thresholds = Thresholds.for_model(backend.name, rd.theta_s, rd.theta_a)
+        thresholds = self._thresholds
+        if thresholds is None:
+            # The run's backend and policy are fixed: its (frozen) thresholds, made once.
+            rd = self.policy.reading
+            thresholds = Thresholds.for_model(backend.name, rd.theta_s, rd.theta_a)
+            self._thresholds = thresholds
         return read_panel(panel, backend, thresholds)

@@ -370,7 +370,7 @@ def _read_with_matrix(panel: PanelLike, backend: SimilarityBackend, th: Threshol
         raise ConfigError(
             f"similarity backend {backend.name!r} returned a matrix of shape {u.shape}"
         )
-    if not np.isfinite(u).all():
+    if not np.logical_and.reduce(np.isfinite(u), axis=None):  # ``.all()``, no wrapper
         raise _non_finite(backend)
     # A blank trace maps to row 0; _build leaves its pairs out.
     index = [where.get(o.reasoning, 0) for o in panel.outputs]

@@ -123,6 +123,10 @@ def embeds(backend: SimilarityBackend) -> TypeGuard[EmbeddingBackend]:
     return callable(getattr(backend, "embed", None))
 
 
+_all = np.logical_and.reduce
+"""``a.all()`` for a boolean array with ``axis=None``, without the method's Python wrapper."""
+
+
 def normalise_rows(vectors: NDArray[np.floating] | Sequence[Sequence[float]]) -> Vectors:
     """L2-normalise each row; zero rows stay zero. Non-finite values are an error."""
     arr = np.asarray(vectors, dtype=np.float32)
@@ -133,7 +137,7 @@ def normalise_rows(vectors: NDArray[np.floating] | Sequence[Sequence[float]]) ->
     norms = np.sqrt(np.add.reduce(arr * arr, axis=1, keepdims=True))
     # A non-finite value makes its row's norm non-finite: the whole array is checked only
     # then (a norm can also overflow on finite values, which stay accepted as before).
-    if not np.isfinite(norms).all() and not np.isfinite(arr).all():
+    if not _all(np.isfinite(norms), axis=None) and not _all(np.isfinite(arr), axis=None):
         raise ConfigError("an embedding function returned non-finite values")
     norms[norms == 0.0] = 1.0
     out: Vectors = np.true_divide(arr, norms, dtype=np.float32)  # float32 by float32

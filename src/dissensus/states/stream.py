@@ -19,7 +19,8 @@ none of which is kept for display carry an empty ``matrix``: they never leave
 :func:`dissensus.states.reading._read_batch`).
 
 While it streams, the collector's first threshold is raised to
-:data:`GC_THRESHOLD` tracked objects (and restored afterwards, also on error). A batch
+:data:`GC_THRESHOLD` tracked objects (and restored afterwards, also on error:
+:func:`raised_gc_threshold`, which ``decide``'s local executor uses too). A batch
 of 256 five-agent panels holds about 10,000 tracked objects (models, their dicts and
 lists) that live until the batch is written; at the default threshold of 700 the
 collector scans them over and over (8 to 10 µs per panel measured). The count that
@@ -33,6 +34,7 @@ from __future__ import annotations
 import gc
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import IO, cast
@@ -43,13 +45,38 @@ from dissensus.states.routing import Route, RuleSet, route_of
 from dissensus.states.similarity import SimilarityBackend
 from dissensus.types import JsonObject, PanelLike
 
-__all__ = ["GC_THRESHOLD", "Numbered", "RouteTally", "record_of", "route_stream"]
+__all__ = [
+    "GC_THRESHOLD",
+    "Numbered",
+    "RouteTally",
+    "raised_gc_threshold",
+    "record_of",
+    "route_stream",
+]
 
 Numbered = tuple[int, PanelLike]
 """A panel with its input line (1-based): what :func:`route_stream` takes with ``numbered``."""
 
 GC_THRESHOLD = 50_000
 """The collector's first threshold while :func:`route_stream` runs (when it was lower)."""
+
+
+@contextmanager
+def raised_gc_threshold() -> Iterator[None]:
+    """The collector's first threshold at least :data:`GC_THRESHOLD` inside the block,
+    the others unchanged; restored afterwards (also on error) unless something else set
+    it meanwhile. A threshold of 0 (collection off) is left as it is, and so is one
+    already higher; a block nested in another, or overlapping it (two runs of one
+    process), leaves the threshold to whichever raised it."""
+    old = gc.get_threshold()
+    raise_threshold = 0 < old[0] < GC_THRESHOLD
+    if raise_threshold:
+        gc.set_threshold(GC_THRESHOLD, *old[1:])
+    try:
+        yield
+    finally:
+        if raise_threshold and gc.get_threshold()[0] == GC_THRESHOLD:
+            gc.set_threshold(*old)
 
 
 def record_of(
@@ -142,11 +169,7 @@ def route_stream(
 
     Holds one batch at a time plus at most ``keep_rows`` readings for display.
     """
-    old = gc.get_threshold()
-    raise_threshold = 0 < old[0] < GC_THRESHOLD
-    if raise_threshold:
-        gc.set_threshold(GC_THRESHOLD, *old[1:])
-    try:
+    with raised_gc_threshold():
         return _route_batches(
             panels,
             backend,
@@ -158,9 +181,6 @@ def route_stream(
             keep_rows,
             numbered,
         )
-    finally:
-        if raise_threshold and gc.get_threshold()[0] == GC_THRESHOLD:
-            gc.set_threshold(*old)
 
 
 def _route_batches(
