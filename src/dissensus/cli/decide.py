@@ -85,7 +85,8 @@ Choices this module makes:
   pipeline's: :func:`~dissensus.pipeline.review.resolved_records`), not every
   journalled record; a finished run's replay streams its records from the journal
   (:mod:`dissensus.pipeline.batch`). The output is the same, in the same order.
-* **Progress** (``$DISSENSUS_PROGRESS=1`` or a terminal): the bar says how many of a
+* **Progress** (``$DISSENSUS_PROGRESS=1``, or a terminal unless ``$DISSENSUS_PROGRESS=0``:
+  :func:`~dissensus.cli.common.progress_enabled`): the bar says how many of a
   window's texts are embedded (:class:`_EmbeddingProgress`, told the count by the
   prefetch before its first call), plain lines come on a timer
   (:class:`~dissensus.cli.common.Bar`), and the clock counts from the command's start.
