@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -207,10 +208,43 @@ def test_json_into_a_closed_pipe_exits_zero_silently(tmp_path: Path, shared_data
     assert first and code == 0
     with Journal(j2) as journal:
         finished = journal.get("P", "run/finished") is not None
-    resume = f"standard output was closed: run P stopped; finish it with dissensus runs resume P --journal {j2}"
+    resume = f"standard output was closed: run P stopped; finish it with dissensus runs resume P --journal {j2} --json"
     assert err.strip() == ("" if finished else resume)
     if not finished:
         assert cli("runs", "resume", "P", "--journal", j2, "-o", tmp_path / "p.jsonl").code == 0
+
+
+def test_a_run_stopped_by_a_closed_pipe_names_its_output_and_rejects_file(
+    tmp_path: Path,
+) -> None:
+    """``decide ... --rejects R --json`` into a pipe already closed: the line that
+    finishes the run names ``--json`` and ``--rejects R`` as every other resume line
+    does, and that command, run as shown, writes the rejected line the stop cut off."""
+    rows: list[dict[str, Any] | str] = [panel(f"p{i}", ["1", "2"]) for i in range(2000)]
+    many = write_jsonl(tmp_path / "many.jsonl", [*rows, "{bad"])
+    pol = write_policy(tmp_path / "p.yaml")
+    j, rejects = tmp_path / "j.sqlite", tmp_path / "rj.jsonl"
+    argv = ["decide", many, "--policy", pol, "--journal", j, "--run-id", "P", "--rejects", rejects, "--json"]  # fmt: skip
+    r, w = os.pipe()
+    os.close(r)  # the reader went away before the first record
+    with open(tmp_path / "stderr", "w+b") as err:
+        try:
+            code = forked([str(a) for a in argv], stdout=w, stderr=err.fileno())
+        finally:
+            os.close(w)
+        err.seek(0)
+        said = err.read().decode()
+    assert code == 0
+    with Journal(j) as journal:
+        assert journal.get("P", "run/finished") is None
+    resume = f"runs resume P --journal {j} --json --rejects {rejects}"
+    assert said.splitlines()[-1] == (
+        f"standard output was closed: run P stopped; finish it with dissensus {resume}"
+    )
+    assert not rejects.exists() or rejects.read_text() == ""  # the bad line was not reached
+    assert cli(*resume.split()).code == 3
+    [rejected] = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert (rejected["line"], rejected["raw"]) == (2001, "{bad")
 
 
 def test_human_output_into_a_closed_pipe_exits_zero_silently(tmp_path: Path) -> None:

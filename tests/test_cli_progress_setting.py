@@ -1,6 +1,7 @@
 """``$DISSENSUS_PROGRESS`` takes the usual spellings of on and off (``yes`` was read as
 off without a word), off silences a terminal's bar too, and any other value stops the
-command at its start with one line naming the variable (exit 2)."""
+command at its start with one line naming the variable (exit 2); ``--help`` and
+``version`` still answer."""
 
 from __future__ import annotations
 
@@ -63,3 +64,20 @@ def test_an_unknown_value_stops_the_command_at_its_start(tmp_path: Path, value: 
     assert line.startswith("error: $DISSENSUS_PROGRESS is ")
     assert "1, true, yes, on" in line and "0, false, no, off" in line
     assert "\x1b" not in line
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["version"], ["serve", "--help"], ["runs", "list", "--help"]]
+)
+def test_an_unknown_value_lets_help_and_the_version_through(argv: list[str]) -> None:
+    done = cli(*argv, env={"DISSENSUS_PROGRESS": "maybe"})
+    assert (done.code, done.err) == (0, "")
+    assert done.out
+
+
+def test_an_unknown_value_still_stops_a_command_that_runs(tmp_path: Path) -> None:
+    done = cli(
+        "runs", "list", "--journal", tmp_path / "j.sqlite", env={"DISSENSUS_PROGRESS": "maybe"}
+    )
+    assert done.code == 2 and done.err.startswith("error: $DISSENSUS_PROGRESS is 'maybe'")
+    assert not (tmp_path / "j.sqlite").exists()

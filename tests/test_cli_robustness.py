@@ -282,6 +282,28 @@ def test_a_device_that_is_full_as_an_output_or_rejects_file_is_one_line(tmp_path
         assert "dissensus runs resume " in errors[0] and f"--journal {j}" in errors[0]
 
 
+def test_a_full_standard_output_names_the_rejects_file_in_its_resume_command(
+    tmp_path: Path,
+) -> None:
+    """``decide ... --rejects R > /dev/full``: the resume command the line names carries
+    ``--rejects R``, so the resumed run writes the rejected lines there again."""
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"]), '{"id": 1}'])
+    pol = write_policy(tmp_path / "p.yaml")
+    j, rejects = tmp_path / "j.sqlite", tmp_path / "r j.jsonl"
+    args = [sys.executable, "-m", "dissensus", "decide", str(inp), "--policy", str(pol),
+            "--journal", str(j), "--run-id", "R", "--rejects", str(rejects)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(dissensus.__file__).parent.parent)}
+    with open("/dev/full", "w") as full:
+        res = subprocess.run(args, stdout=full, stderr=subprocess.PIPE, text=True, env=env)
+    assert res.returncode == 1, res.stderr
+    errors = [x for x in res.stderr.splitlines() if x.startswith("error: ")]
+    assert len(errors) == 1, res.stderr
+    assert errors[0].endswith(
+        f"dissensus runs resume R --journal {j} --output FILE --rejects '{rejects}' "
+        "goes on and writes all its records once there is room"
+    )
+
+
 @pytest.mark.parametrize("json_out", [True, False])
 def test_a_full_standard_output_is_one_line_and_a_closed_pipe_still_exit_0(
     tmp_path: Path, json_out: bool

@@ -4,7 +4,8 @@ A pairwise case whose second output is empty (``output_2: ""``), or an option wr
 with a blank id, made the ``deliberate`` route build a task option pydantic refused:
 the ``ValidationError`` escaped the follow-up and ``decide`` stopped with a traceback,
 every other case of the batch lost with it. A blank text is now put to the participants
-as the option's id, a blank id labels the option by its position.
+as the option's id, a blank id labels the option by its position; neither repeats an id
+or a text another option of the case has.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ import json
 from pathlib import Path
 
 import yaml
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from cli_helpers import cli
+from dissensus.dci.selection import fold_text
 from dissensus.llm import ModelClient, ScriptedBackend
-from dissensus.pipeline.followup import run_dci
+from dissensus.pipeline.followup import run_dci, task_options
 from dissensus.types import AgentOutput, Panel
 from pipeline_cases import panel, write_jsonl, write_policy
 
@@ -70,3 +74,40 @@ def test_decide_deliberates_a_case_whose_output_is_empty(tmp_path: Path) -> None
     records = {r["id"]: r for r in map(json.loads, result.out.splitlines())}
     assert set(records) == {"empty", "plain"}
     assert "DCI packet attached for review" in records["empty"]["reason"]
+
+
+def test_a_blank_option_is_named_apart_from_the_case_s_other_options() -> None:
+    """A blank id's label and a blank text's stand-in never repeat another option's id or
+    text: two options under one name (or one text) could not be told apart."""
+    client = ModelClient(ScriptedBackend.from_dict({"rules": _RULES}))
+    for options, expected in (
+        (
+            [{"id": "", "text": "Keep"}, {"id": "option 1", "text": "Drop"}],
+            [("option 1 (2)", "Keep"), ("option 1", "Drop")],
+        ),
+        ([{"id": "a", "text": "b"}, {"id": "b", "text": " "}], [("a", "b"), ("b", "b (2)")]),
+    ):
+        packet = asyncio.run(run_dci(_panel({"options": options}), client))  # type: ignore[arg-type]
+        assert packet.status == "complete", packet.status_detail
+        assert [(o.label, o.text) for o in packet.options[:2]] == expected
+
+
+_NAMES = st.sampled_from(["", " ", "a", "A", "b", "option 1", "Option  2", "option 2 (2)"])
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(_NAMES, _NAMES), max_size=5))
+def test_task_options_are_never_blank_and_never_repeat_a_name(
+    options: list[tuple[str, str]],
+) -> None:
+    ids = [fold_text(i) for i, _ in options if i.strip()]
+    texts = [fold_text(t) for _, t in options if t.strip()]
+    assume(len(set(ids)) == len(ids) and len(set(texts)) == len(texts))  # the case's own
+    made = task_options(options)
+    assert len(made) == len(options)
+    for (oid, text), option in zip(options, made, strict=True):
+        assert option.id.strip() and option.text.strip()
+        assert option.id == oid or not oid.strip()  # a given id or text is kept as it is
+        assert option.text == text or not text.strip()
+    assert len({fold_text(o.id) for o in made}) == len(made)
+    assert len({fold_text(o.text) for o in made}) == len(made)

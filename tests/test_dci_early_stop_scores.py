@@ -3,8 +3,9 @@
 Stage 5 cleared the workspace's scores before asking for the round's: a run whose
 round-2 scoring stopped (the budget ran out, the deadline passed, every scorer failed)
 selected over no scores at all, so the fixed tie-break picked the first option while the
-packet itself showed another ahead on the round-1 means. A participant that had not
-scored in the cut-short round now keeps its row of the round before.
+packet itself showed another ahead on the round-1 means. A participant not yet asked
+in the cut-short round now keeps its row of the round before; one that failed in it
+before the stop has none, as a finished round leaves it.
 """
 
 from __future__ import annotations
@@ -125,3 +126,31 @@ def test_a_stop_before_canonicalisation_still_keeps_max_options_in_play(stop_sta
         assert statuses["o4"] == statuses["o5"] == "merged"
         assert packet.selected is not None and packet.selected.id == "o1"
         assert set(proposed) <= set(packet.selected.supporters)
+
+
+def test_a_scorer_that_failed_before_the_stop_has_no_row_as_in_a_finished_round() -> None:
+    """Round 2's scoring: the first scorer fails (its model), the second scores, the
+    third's call is ended by the stop. The one that failed kept its round-1 row, though
+    a finished round leaves a scorer that failed with none; the one not yet asked, and
+    the one whose call the stop ended, keep theirs."""
+    seats = [p.id for p in TASK.participants]
+
+    def act(req: ActRequest) -> RawAct:
+        if req.stage == "score":
+            if req.round == 2:
+                turn = seats.index(req.participant)
+                if turn == 0:
+                    raise ParticipantFailure("model_failure", "the model failed")
+                if turn == 2:
+                    raise ParticipantFailure("budget_exhausted", "budget spent")
+            return RawAct(act="recommend", target="o2", text="o2", scores=ROW)
+        if req.stage == "frame":
+            return RawAct(act="frame", target="a0", text="frame")
+        return RawAct(act="extend" if req.stage == "propose" else "clarify", target="o1", text="t")
+
+    agents = [FunctionParticipant(p.id, act) for p in TASK.participants]
+    packet = asyncio.run(deliberate(TASK, agents)).packet
+    assert packet.status == "budget_exhausted"
+    assert len(seats) > 3  # one not yet asked when the budget ran out
+    assert list(packet.scores) == seats[1:]  # the one that failed has no row
+    assert all(row == ROW for row in packet.scores.values())

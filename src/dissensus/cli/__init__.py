@@ -121,7 +121,30 @@ def _command() -> Any:
 
     command = get_command(app)
     _switches_take_no_value(command)
+    _progress_checked(command)
     return command
+
+
+def _progress_checked(command: Any) -> None:
+    """Every command that runs first refuses a ``$DISSENSUS_PROGRESS`` no command could
+    read (:func:`~dissensus.cli.common.check_progress_setting`), once its options are
+    parsed: ``--help`` (an eager option, which ends before the command runs) still
+    answers, as a group shown without a subcommand and ``dissensus version`` do (what
+    says how to set the variable, or which version reads it, is never refused by it)."""
+    subs = getattr(command, "commands", None)
+    if subs is not None:
+        for sub in subs.values():
+            _progress_checked(sub)
+        return
+    if command.name == "version":
+        return
+    invoke = command.invoke
+
+    def checked(ctx: Any) -> Any:
+        check_progress_setting()  # a value no command could read: said before it runs
+        return invoke(ctx)
+
+    command.invoke = checked
 
 
 def _switches_take_no_value(command: Any) -> None:
@@ -371,7 +394,6 @@ def _main(argv: list[str] | None, held: frozenset[int] = frozenset()) -> int:
         with _sigterm_interrupts(), _plain_warnings():
             if held:  # one that arrived meanwhile is handled here, as during the command
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
-            check_progress_setting()  # a value no command could read: said before any
             code = _command().main(args=argv, prog_name="dissensus", standalone_mode=False)
     except SystemExit as exc:
         if type(sys.stdout).__name__ == "PacifyFlushWrapper":

@@ -26,9 +26,10 @@ Choices this module makes:
   ``$DISSENSUS_PROGRESS`` is on (:func:`progress_enabled`): ``1``, ``true``, ``yes`` or
   ``on`` draw progress on any standard error, ``0``, ``false``, ``no`` or ``off`` on
   none (a terminal included), unset or empty leaves it to the terminal (any case, spaces
-  around ignored). Any other value stops every command at its start with one line
+  around ignored). Any other value stops every command before it runs with one line
   naming the variable and the values it takes (exit 2, :func:`check_progress_setting`):
-  ``yes`` was read as "off" without a word. :class:`Bar` is the one bar
+  ``yes`` was read as "off" without a word. ``--help`` and ``dissensus version`` still
+  answer (they say how to set it, and which version reads it). :class:`Bar` is the one bar
   every command uses. On a standard error that is no terminal it is plain lines, one
   every :data:`LINE_EVERY_S` seconds said by a timer thread whether or not anything
   advanced (the main thread may be inside a model load or an embedding for a minute),
@@ -865,7 +866,8 @@ def progress_setting() -> bool | None:
 
 def check_progress_setting() -> None:
     """Refuse (exit 2) a ``$DISSENSUS_PROGRESS`` :func:`progress_setting` cannot read;
-    the CLI's entry point calls it before any command runs."""
+    every command calls it once its options are parsed, before it runs (``--help`` and
+    ``dissensus version`` do not)."""
     progress_setting()
 
 

@@ -47,14 +47,14 @@ Choices this module makes:
 * An output that cannot be written once the run has started (``--output``, ``--rejects``
   or standard output, a full disk: ``> /dev/full``), with ``--json`` or the human
   summary, stops the command with one line naming that output, the error and the resume
-  command (``dissensus runs resume R --journal J --output FILE``), exit 1: the run is
-  journalled, and the resumed run writes all its records. A closed pipe is not a failure
-  (below).
+  command (``dissensus runs resume R --journal J --output FILE``, and the run's
+  ``--rejects`` file), exit 1: the run is journalled, and the resumed run writes all its
+  records. A closed pipe is not a failure (below).
 * A journal that goes away mid-run (a database restart, a lock held past the busy
   timeout) stops the run with one line naming the error and the resume command (exit
   1): every step written so far stays. A read-only or damaged journal is its own error.
 * Every resume command printed (an interrupt, a deadline, a journal lost mid-run, a Ray
-  worker that died) names the run's output as the run was given it
+  worker that died, a closed standard output) names the run's output as the run was given it
   (:func:`output_option`): ``--output FILE`` shell-quoted from the path as it is, never
   from the path as a message shows it (whitespace collapsed, escapes: ``a  b.jsonl``
   read ``a b.jsonl``, and the resumed run wrote another file and said it succeeded), and
@@ -85,7 +85,8 @@ Choices this module makes:
   pipeline's: :func:`~dissensus.pipeline.review.resolved_records`), not every
   journalled record; a finished run's replay streams its records from the journal
   (:mod:`dissensus.pipeline.batch`). The output is the same, in the same order.
-* **Progress** (``$DISSENSUS_PROGRESS=1`` or a terminal): the bar says how many of a
+* **Progress** (``$DISSENSUS_PROGRESS=1``, or a terminal unless ``$DISSENSUS_PROGRESS=0``:
+  :func:`~dissensus.cli.common.progress_enabled`): the bar says how many of a
   window's texts are embedded (:class:`_EmbeddingProgress`, told the count by the
   prefetch before its first call), plain lines come on a timer
   (:class:`~dissensus.cli.common.Bar`), and the clock counts from the command's start.
@@ -94,7 +95,8 @@ Choices this module makes:
   warning) and each rejected line is written holding
   :data:`~dissensus.cli.common.OUTPUT_LOCK`, so no progress line lands inside a record
   when standard output and standard error share a pipe.
-* ``--json`` output cut short by a closed pipe (``| head -1``) exits 0 silently.
+* ``--json`` output cut short by a closed pipe (``| head -1``) exits 0; a run it stopped
+  before its end says so on standard error with its resume command (above).
 * Whether records are written as JSONL is the options' to say (``--json``, or
   ``--output`` naming a file other than ``-``), never whether the output handle is
   ``sys.stdout``: the progress bar replaces ``sys.stdout`` with its proxy while it is
@@ -465,16 +467,21 @@ def said_resumable(
     return exc.exit_code
 
 
-def _said_unwritten(exc: OutputWriteError, journal: Journal, run_id: str) -> int:
+def _said_unwritten(
+    exc: OutputWriteError, journal: Journal, run_id: str, rejects: str | None
+) -> int:
     """An output (a file or standard output) could not be written (a full disk): every
     journalled step stays, and the resumed run writes the whole output again. Names the
-    resume command; the exit code."""
+    resume command, with ``--output FILE`` (the output to write once there is room) and
+    the run's ``--rejects`` file, as :func:`output_option` words it (without it, the
+    lines rejected after the stop were only said on standard error); the exit code."""
     if exc.stdout:
         silence_stdout()  # what it still holds would only fail again on the way out
+    rejects_said = output_option(None, False, rejects)
     sys.stderr.write(
         f"error: {shown_message(exc)}; every journalled step of run {run_id} stays: "
-        f"dissensus runs resume {run_id}{journal_option(journal.path)} --output FILE "
-        "goes on and writes all its records once there is room\n"
+        f"dissensus runs resume {run_id}{journal_option(journal.path)} --output FILE"
+        f"{rejects_said} goes on and writes all its records once there is room\n"
     )
     sys.stderr.flush()
     return exc.exit_code
@@ -560,7 +567,7 @@ def run_and_report(
     except Interrupted:
         return said_interrupted(journal, run_id, output, json_out, rejects)
     except OutputWriteError as exc:
-        return _said_unwritten(exc, journal, run_id)
+        return _said_unwritten(exc, journal, run_id, rejects)
     except DeadlineReached as exc:
         # The cases finished before the deadline are shown as a finished run's are (the
         # JSONL has them already); the error line that follows names the resume command.
@@ -572,12 +579,14 @@ def run_and_report(
         return said_resumable(exc, journal.path, output, json_out, rejects)
     except BrokenPipeError:
         # Standard output was closed (``| head -1``): exit 0 as for every command, but the
-        # run stopped with it, so the line that finishes it is not left unsaid.
+        # run stopped with it, so the line that finishes it is not left unsaid, naming its
+        # output and its rejects file as every other resume line does.
         silence_stdout()
         if journal.get(run_id, "run/finished") is None:
             sys.stderr.write(
                 f"standard output was closed: run {run_id} stopped; finish it with "
-                f"dissensus runs resume {run_id}{journal_option(journal.path)}\n"
+                f"dissensus runs resume {run_id}{journal_option(journal.path)}"
+                f"{output_option(output, json_out, rejects)}\n"
             )
             sys.stderr.flush()
         return EXIT_OK
@@ -617,7 +626,7 @@ def run_and_report(
                 watched=None if watched is None else watched.words(),
             )
         except OutputWriteError as exc:  # standard output is full: the run is journalled
-            return _said_unwritten(exc, journal, run_id)
+            return _said_unwritten(exc, journal, run_id, rejects)
     elif shift is not None and shift.get("shifted"):
         from dissensus.pipeline.shift import shift_words
 

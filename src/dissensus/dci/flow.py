@@ -27,11 +27,13 @@ for ``n`` participants and ``R = max_rounds`` (:func:`request_bound`).
 Failures. ``budget_exhausted`` stops the run at once; selection then runs on whatever
 exists (the cascade over the scores so far, or the tie-break over the live options) and
 the packet says ``status: budget_exhausted``. The scores so far are each participant's
-latest row: a stop in a later round's scoring stage keeps, for every participant that
-had not scored in it yet, its row of the round before (on the options still in play),
-so the round-1 scores still decide when round 2's scoring is cut short; the recommends of
-those who spoke before the stop count in the packet's supporters and minority report as
-their scores do. A stop before the options are canonicalised (in stage 1 or 2, or in a
+latest row: a stop in a later round's scoring stage keeps, for every participant not
+yet asked in it (or whose call the stop ended), its row of the round before (on the
+options still in play), so the round-1 scores still decide when round 2's scoring is cut
+short; one that failed in it before the stop has no row, as a finished stage leaves it
+(when every participant failed, the round scored nothing and the round before decides);
+the recommends of those who spoke before the stop count in the packet's supporters and
+minority report as their scores do. A stop before the options are canonicalised (in stage 1 or 2, or in a
 discussion round of the ablation without DCI-CF) canonicalises them first. A ``model_failure`` is logged per act; if
 every participant of a stage fails (a failed call, or answers that never validate: a
 model whose answers all break the schema is a failed model, not a complete run) the run
@@ -133,6 +135,10 @@ class DeliberationResult(BaseModel):
 _MODEL_FAILURES = frozenset({"model_failure", "invalid_act", "invalid_output"})
 """Failure kinds that mean the model gave nothing usable: a call that failed, or answers
 that never validated (schema-invalid or invalid acts after every re-ask)."""
+
+_STOPS = frozenset({"budget_exhausted", "deadline_exceeded"})
+"""Failure kinds that stop the run: the call they end was cut by the stop, not failed by
+its participant (:meth:`_Run.score`)."""
 
 _OUT = frozenset({"merged", "dropped"})
 """Option statuses that take no further part in canonicalisation."""
@@ -543,20 +549,29 @@ class _Run:
 
     async def score(self, round_: int) -> dict[str, dict[str, float]]:
         earlier, self.ws.scores = self.ws.scores, {}
+        first = len(self.ws.failures)
         # Scores are independent: nobody sees another's recommendation of this stage.
         self.snapshot = self.ws.model_copy(deep=True)
         try:
             # each recommend is recorded as it is accepted (_accept)
             await self.stage_all("score", round_)
-        except _Abort:
-            # Stopped before every participant scored: one that has not scored in this
-            # round keeps its row of the round before, on the options still in play, so
-            # that selection runs on the latest scores, never on none.
+        except _Abort as abort:
+            # Stopped before every participant scored: one not yet asked in this round
+            # (or whose call the stop itself ended) keeps its row of the round before, on
+            # the options still in play, so that selection runs on the latest scores,
+            # never on none. One that failed in this round before the stop has no row, as
+            # a finished round leaves it; when every participant failed, the round scored
+            # nothing and the round before decides.
+            failed = (
+                set()
+                if abort.kind == "model_failure"
+                else {f.speaker for f in self.ws.failures[first:] if f.kind not in _STOPS}
+            )
             live = self.ws.live_options()
             kept = {
                 speaker: {o: row[o] for o in live if o in row}
                 for speaker, row in earlier.items()
-                if speaker not in self.ws.scores
+                if speaker not in self.ws.scores and speaker not in failed
             }
             rows = {**{p: r for p, r in kept.items() if r}, **self.ws.scores}
             self.ws.scores = {s.spec.id: rows[s.spec.id] for s in self.seats if s.spec.id in rows}

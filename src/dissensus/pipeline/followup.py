@@ -17,7 +17,10 @@
   seeded with the agents' positions as context; it returns a decision packet. An option
   whose text is blank (a pairwise case whose ``output_2`` is empty) is put to the
   participants by its id, as an option given without text is; one whose id is blank is
-  labelled by its position (``option 2``): every option of the case is deliberated.
+  labelled by its position (``option 2``): every option of the case is deliberated. A
+  label or text another option of the case already has (ignoring case and spacing)
+  takes the first free ``(2)``, ``(3)``, ... after it (``option 2 (2)``), so no two
+  options are put to the participants under one name or one text (:func:`task_options`).
 
 The case's question is ``meta.question`` (or ``meta.input``); its options are
 ``meta.options`` (id -> text, or a list of ``{id, text}`` or of ids), or LLMBar's
@@ -305,12 +308,38 @@ def _positions_context(panel: Panel) -> str:
     return "\n".join(lines)
 
 
-def _task_option(index: int, oid: str, text: str) -> TaskOption:
-    """The case's option ``index`` (0-based) as a deliberation task's: a blank id is
-    labelled by its position, a blank text is the option's label (no option of a task is
-    blank)."""
-    label = oid if oid.strip() else f"option {index + 1}"
-    return TaskOption(id=label, text=text if text.strip() else label)
+def _unused(name: str, taken: set[str]) -> str:
+    """``name``, or ``name (2)``, ``name (3)``, ... : the first that no name in ``taken``
+    matches ignoring case and spacing (:func:`~dissensus.dci.selection.fold_text`)."""
+    from dissensus.dci.selection import fold_text
+
+    said, n = name, 1
+    while fold_text(said) in taken:
+        n += 1
+        said = f"{name} ({n})"
+    taken.add(fold_text(said))
+    return said
+
+
+def task_options(options: list[tuple[str, str]]) -> tuple[TaskOption, ...]:
+    """The case's options ``(id, text)`` as a deliberation task's (no option of a task is
+    blank, and none shares another's id or text): a blank id is labelled by the option's
+    position (``option 2``), a blank text is the option's label. A label or text another
+    option already has, ignoring case and spacing, takes the first free ``(2)``,
+    ``(3)``, ... after it (``option 2 (2)``): the case's options
+    ``[{"id": "", ...}, {"id": "option 1", ...}]`` were two options labelled
+    ``option 1``, and ``[{"id": "a", "text": "b"}, {"id": "b", "text": " "}]`` two of
+    text ``b``, which no participant could tell apart."""
+    from dissensus.dci.selection import fold_text
+
+    ids = {fold_text(oid) for oid, _ in options if oid.strip()}
+    texts = {fold_text(text) for _, text in options if text.strip()}
+    out: list[TaskOption] = []
+    for index, (oid, text) in enumerate(options):
+        label = oid if oid.strip() else _unused(f"option {index + 1}", ids)
+        said = text if text.strip() else _unused(label, texts)
+        out.append(TaskOption(id=label, text=said))
+    return tuple(out)
 
 
 async def run_dci(panel: Panel, client: CaseClient) -> DecisionPacket:
@@ -328,7 +357,7 @@ async def run_dci(panel: Panel, client: CaseClient) -> DecisionPacket:
         id="case",
         question=question,
         context=_positions_context(panel),
-        options=tuple(_task_option(i, oid, text) for i, (oid, text) in enumerate(options)),
+        options=task_options(options),
     )
     agents = [LLMDeliberator(client, spec.id, temperature=0.0) for spec in task.participants]
     result = await deliberate(task, agents, meter=lambda: client.usage)
