@@ -5,6 +5,10 @@ and the SDK given the absolute URL it would have merged itself."""
 from __future__ import annotations
 
 import asyncio
+import sys
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -87,28 +91,18 @@ def test_members_open_their_clients_when_warmed() -> None:
     assert asyncio.run(warm())
 
 
-def test_the_sdks_request_options_are_built_once_per_client(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Each call copies the client's options with its own body and headers: the SDK's
-    constructor runs once, and every call still sends what it was asked."""
-    from openai._models import FinalRequestOptions
-
+def _three_questions(query: str) -> list[str]:
+    """The answers to three calls of one backend (warmed first) to a loopback server
+    (its base URL followed by ``query``), each asking its own question with its own token
+    limit, which the bodies the server got are checked to hold."""
     from dissensus.llm.base import ChatRequest, Message
     from dissensus.llm.fakeserver import FakeServer
 
-    built: list[object] = []
-    construct = FinalRequestOptions.construct
-
-    def counted(**values: object) -> FinalRequestOptions:
-        built.append(values)
-        return construct(**values)
-
-    monkeypatch.setattr(FinalRequestOptions, "construct", counted)
     with FakeServer() as server:
-        backend = OpenAIBackend("m", base_url=server.base_url, api_key="k")
+        backend = OpenAIBackend("m", base_url=server.base_url + query, api_key="k")
 
         async def ask() -> list[str]:
+            await backend.awarm()
             texts = []
             for n in range(3):
                 request = ChatRequest(
@@ -122,9 +116,71 @@ def test_the_sdks_request_options_are_built_once_per_client(
 
         texts = asyncio.run(ask())
         bodies = list(server.bodies)
-    assert len(built) == 1
-    assert texts == ["ok"] * 3
     assert [b["messages"] for b in bodies] == [
         [{"role": "user", "content": f"question {n}"}] for n in range(3)
     ]
     assert [b["max_tokens"] for b in bodies] == [10, 11, 12]
+    return texts
+
+
+def test_the_sdks_request_options_are_built_once_per_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each call copies the client's options with its own body and headers: the SDK's
+    constructor runs once, and every call still sends what it was asked."""
+    from openai._models import FinalRequestOptions
+
+    built: list[object] = []
+    construct = FinalRequestOptions.construct
+
+    def counted(**values: object) -> FinalRequestOptions:
+        built.append(values)
+        return construct(**values)
+
+    monkeypatch.setattr(FinalRequestOptions, "construct", counted)
+    texts = _three_questions("")
+    assert len(built) == 1
+    assert texts == ["ok"] * 3
+
+
+def _no_options_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "openai._models", None)
+
+
+def _no_options_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    import openai._models
+
+    monkeypatch.delattr(openai._models, "FinalRequestOptions")
+
+
+def _other_constructor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A class of that name whose constructor takes other arguments (the SDK's own
+    ``client.post`` still uses the SDK's class)."""
+
+    def construct(**values: object) -> None:
+        raise TypeError("construct() got an unexpected keyword argument 'json_data'")
+
+    options = SimpleNamespace(construct=construct)
+    monkeypatch.setitem(sys.modules, "openai._models", SimpleNamespace(FinalRequestOptions=options))
+
+
+@pytest.mark.parametrize("change", [_no_options_module, _no_options_class, _other_constructor])
+def test_an_sdk_without_the_request_options_used_here_is_asked_through_its_public_post(
+    monkeypatch: pytest.MonkeyPatch, change: Callable[[pytest.MonkeyPatch], None]
+) -> None:
+    """The request options are the SDK's own, outside its public interface: an SDK release
+    that moved them, or whose constructor takes other arguments, is asked through
+    ``client.post``, sending what each call asks; never an ImportError out of ``send``."""
+    posted: list[str] = []
+    post = openai.AsyncOpenAI.post
+
+    async def counted(self: Any, path: str, **kwargs: Any) -> Any:
+        posted.append(path)
+        return await post(self, path, **kwargs)
+
+    monkeypatch.setattr(openai.AsyncOpenAI, "post", counted)
+    change(monkeypatch)
+    texts = _three_questions("?api-version=1")
+    assert texts == ["ok"] * 3
+    assert len(posted) == 3
+    assert all(p.endswith("/v1/chat/completions?api-version=1") for p in posted), posted

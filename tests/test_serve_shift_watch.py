@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +38,17 @@ def _lines(path: Path, n: int) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()[:n]
 
 
+async def _drain(records: AsyncIterator[Any]) -> list[Any]:
+    return [r async for r in records]
+
+
 def _one_panel_runs(journal: Journal, policy: Path, lines: list[str], prefix: str) -> list[Any]:
     """One run per panel, as the one-panel doors make them: the records."""
     records: list[Any] = []
-
-    async def go(run_id: str) -> None:
-        records.extend([r async for r in execute_run(journal, run_id)])
-
     for i, line in enumerate(lines):
         run_id = f"{prefix}{i}"
         start_run(journal, None, policy, text=line + "\n", run_id=run_id)
-        asyncio.run(go(run_id))
+        records.extend(asyncio.run(_drain(execute_run(journal, run_id))))
     return records
 
 
@@ -247,7 +248,7 @@ def test_get_acceptance_reads_on_from_the_watch_and_finds_what_a_full_read_finds
     world: Path, tmp_path: Path
 ) -> None:
     """``GET /v1/acceptance`` reads the judged cases on from the service's last read (the
-    shift watch's): another process's runs are read alone, and after a restore that
+    shift watch's): another process's run is read alone, and after a restore that
     leaves as many judged cases as before, the answer is a full read's, not the old
     cases'."""
     from fastapi.testclient import TestClient
@@ -260,8 +261,11 @@ def test_get_acceptance_reads_on_from_the_watch_and_finds_what_a_full_read_finds
     policy = world / "warn.yaml"
     spec = RunSpec.from_policy(policy)
     same, shifted = _lines(world / "same.jsonl", 11), _lines(world / "shifted.jsonl", 1)
-    with Journal(target) as journal:
-        _one_panel_runs(journal, policy, same[:10], "a")
+    with Journal(target) as journal:  # ten cases in one run: the cheapest to make
+        start_run(
+            journal, None, policy, text="".join(f"{line}\n" for line in same[:10]), run_id="a"
+        )
+        asyncio.run(_drain(execute_run(journal, "a")))
     backup = raw(target, "SELECT * FROM runs"), raw(target, "SELECT * FROM events")
     settings = ServeSettings(
         journal=target,
@@ -282,21 +286,23 @@ def test_get_acceptance_reads_on_from_the_watch_and_finds_what_a_full_read_finds
             return answer.json()["shift"]
 
         follower = client.app.state.service.shift_watch.cases._follower  # type: ignore[attr-defined]
-        assert status() == full() and status()["deployed_n"] == 10
+        first = status()
+        assert first == full() and first["deployed_n"] == 10
         with Journal(target) as other:  # another process's runs
             _one_panel_runs(other, policy, same[10:], "b")
         assert status() == full() and status()["deployed_n"] == 11
         # (the second read of the two above found nothing new)
         assert follower.state.read_runs == 0
         with Journal(target) as other:  # restored, then as many cases judged again
-            with other.transaction():
-                other._backend.exec("DELETE FROM events")
-                other._backend.exec("DELETE FROM runs")
-            for table, rows in zip(("runs", "events"), backup, strict=True):
-                for row in rows:
-                    raw(target, f"INSERT INTO {table} VALUES ({', '.join('?' * len(row))})", row)
+            with sqlite3.connect(target) as db:  # one transaction
+                db.execute("DELETE FROM events")
+                db.execute("DELETE FROM runs")
+                for table, rows in zip(("runs", "events"), backup, strict=True):
+                    marks = ", ".join("?" * len(rows[0]))
+                    db.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+            db.close()
             _one_panel_runs(other, policy, shifted, "c")
             assert other.count_of_type(ev.CASE_ACCEPTANCE) == 11
         after = status()
         assert after == full() and after["deployed_n"] == 11
-        assert follower.state.read_runs == 1  # the new run, not the ten restored
+        assert follower.state.read_runs == 1  # the new run, not the one restored

@@ -5,7 +5,9 @@ another connection writes during the read (one snapshot), on both back ends."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
@@ -147,21 +149,25 @@ def _read(cases: JudgedCases, journal: Journal) -> tuple[Any, ...]:
 
 @contextmanager
 def _queries(journal: Journal, before: Callable[[int], None]) -> Iterator[None]:
-    """Every query of the journal's back end preceded by ``before(its number)``."""
+    """Every query of the journal's back end (rows and tuples, counted together) preceded
+    by ``before(its number)``."""
     backend = journal._backend
-    real = backend.rows
     calls = [0]
 
-    def rows(sql: str, args: Any = ()) -> Any:
-        calls[0] += 1
-        before(calls[0])
-        return real(sql, args)
+    def counted(real: Callable[..., Any]) -> Callable[..., Any]:
+        def query(sql: str, args: Any = ()) -> Any:
+            calls[0] += 1
+            before(calls[0])
+            return real(sql, args)
 
-    backend.rows = rows  # type: ignore[method-assign]
+        return query
+
+    backend.rows = counted(backend.rows)  # type: ignore[method-assign]
+    backend.values = counted(backend.values)  # type: ignore[method-assign]
     try:
         yield
     finally:
-        del backend.rows
+        del backend.rows, backend.values
 
 
 _SPEC = SimpleNamespace(
@@ -281,3 +287,82 @@ def test_a_check_reads_only_the_runs_that_changed(tmp_path: Any) -> None:
         assert cases.read(journal, "A").vectors(window=None) == judged_vectors(journal, "A", None)
         state = cases._follower.state
         assert state is not None and state.read_runs == 0
+
+
+def test_a_run_of_many_cases_is_gathered_once_not_copied_case_by_case(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading a run's cases builds what was read of it once per read, not once per case
+    (each of which copied every case before it: a run of N cases cost N²/2 copies)."""
+    built: list[object] = []
+    real = follow_module.RunRead
+
+    def counted(*args: Any) -> Any:
+        built.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(follow_module, "RunRead", counted)
+    with Journal(tmp_path / "j.sqlite", synchronous="normal") as journal:
+        world = _World(journal, journal)
+        world.judge(0, 300, "A")
+        world.judge(1, 2, "A")
+        cases = JudgedCases()
+        assert len(cases.read(journal, "A")) == 302
+        assert len(built) <= 3 * 2  # a few per run read
+        built.clear()
+        world.judge(0, 200, "A")
+        assert cases.read(journal, "A").vectors(window=None) == judged_vectors(journal, "A", None)
+        assert len(built) <= 3
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_rows_are_parsed_once_the_journal_is_free_again(
+    journal_target: str, monkeypatch: pytest.MonkeyPatch, bulk: bool
+) -> None:
+    """A read holds the journal's back end (which every thread of the process using the
+    journal shares) only while it queries: its rows are parsed, and kept, after."""
+    monkeypatch.setattr(follow_module, "BULK_RUNS", 0 if bulk else 200)
+    with Journal(journal_target, synchronous="normal") as journal:
+        world = _World(journal, journal)
+        for run in range(3):
+            world.judge(run, 2, "A")
+        lock = journal._backend.lock  # type: ignore[attr-defined]
+
+        def free() -> bool:
+            if not lock.acquire(blocking=False):
+                return False
+            lock.release()
+            return True
+
+        with ThreadPoolExecutor(1) as other:
+
+            def keep(event: Any) -> bool:
+                return other.submit(free).result()
+
+            for _ in range(2):
+                followed = journal.follow(ev.CASE_ACCEPTANCE, keep)
+                assert followed.count == 6 and list(followed.kept()) == [True] * 6
+
+
+def test_a_run_head_that_is_not_utf8_is_read_as_a_full_read_reads_it(tmp_path: Any) -> None:
+    """A run's head hash edited into bytes that are not UTF-8 fails no watch check: its
+    tuples are read again with replacement characters, as its rows are, and the run is
+    read whole each time (its head never matches what was read), finding what a full
+    read finds."""
+    path = tmp_path / "j.sqlite"
+    with Journal(path) as journal:
+        world = _World(journal, journal)
+        world.judge(1, 2, "A")
+        world.judge(2, 1, "A")
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("UPDATE runs SET head_hash = CAST(X'ff00' AS TEXT) WHERE run_id = 'r2'")
+    db.close()
+    with Journal(path) as journal:
+        heads = dict(journal._backend.values("SELECT run_id, head_hash FROM runs"))
+        assert heads["r2"] == "\ufffd\x00" and len(heads["r1"]) == 64
+        cases = JudgedCases()
+        for _ in range(2):
+            assert cases.read(journal, "A").vectors(window=None) == judged_vectors(
+                journal, "A", None
+            )
+        assert len(cases.read(journal, "A")) == 3

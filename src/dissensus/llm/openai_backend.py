@@ -78,6 +78,10 @@ Choices this module makes:
   (``FinalRequestOptions``), built by the SDK's own constructor once per client and
   copied with each call's body and headers (:meth:`OpenAIBackend._options`):
   ``client.post`` built them anew on every call, copying each default field's value.
+  That options class is the SDK's own (``openai._models``, not its public interface;
+  ``constraints.txt`` pins the SDK release the figures were measured with): an SDK
+  without it there, or whose constructor takes other arguments, is asked through the
+  public ``client.post`` instead, the same request built anew on every call.
   The answer is asked for as the HTTP library's own response (``cast_to`` its
   ``Response`` class, which the SDK returns as it is, its body unread), not as the
   SDK's stream of bytes wrapped around it, which was built only to be unwrapped. The
@@ -881,14 +885,14 @@ class OpenAIBackend:
     def _options(
         self, client: AsyncOpenAI, body: JsonObject, headers: dict[str, Any]
     ) -> tuple[Any, type]:
-        """The SDK's request options of one call and the response class the SDK hands back
-        as it is, its body unread ("Request path"). The options are a copy of ``client``'s
-        template, built once by the SDK's own constructor (as ``client.post`` builds them
-        on every call), with this call's body and headers."""
+        """The SDK's request options of one call (``None``: the SDK has no options class
+        where this version looks for it, and the call goes through ``client.post``) and
+        the response class the SDK hands back as it is, its body unread ("Request
+        path"). The options are a copy of ``client``'s template, built once by the SDK's
+        own constructor (as ``client.post`` builds them on every call), with this call's
+        body and headers."""
         made = self._templates.get(client)
         if made is None:
-            from openai._models import FinalRequestOptions
-
             # The SDK's URLs and its HTTP clients are of one library: httpx, or its fork.
             library = _http_library(client.base_url)
             if library is None:
@@ -897,12 +901,36 @@ class OpenAIBackend:
                     "library known here (httpx or the SDK's fork of it)",
                     field="transport",
                 )
-            template = FinalRequestOptions.construct(
-                method="post", url=self._endpoint(client), json_data={}, headers={}
-            )
-            made = self._templates[client] = (template, library.Response)
+            made = self._templates[client] = (self._template(client), library.Response)
         template, response = made
+        if template is None:
+            return None, response
         return template.model_copy(update={"json_data": body, "headers": headers}), response
+
+    def _template(self, client: AsyncOpenAI) -> Any:
+        """``client``'s request options with an empty body (``None``: the SDK's private
+        options class is not where, or not what, this version of the SDK had it)."""
+        url = self._endpoint(client)
+        try:
+            from openai._models import FinalRequestOptions
+
+            return FinalRequestOptions.construct(method="post", url=url, json_data={}, headers={})
+        except (ImportError, AttributeError, TypeError):
+            return None
+
+    async def _post(self, client: AsyncOpenAI, body: JsonObject, headers: dict[str, Any]) -> Any:
+        """The response to one call's body and headers, streamed and its body unread:
+        through the client's copied options, or ``client.post`` where there are none."""
+        options, response_type = self._options(client, body, headers)
+        if options is None:
+            return await client.post(
+                self._endpoint(client),
+                cast_to=response_type,
+                body=body,
+                options={"headers": headers},
+                stream=True,
+            )
+        return await client.request(response_type, options, stream=True)
 
     async def awarm(self) -> None:
         """Open this event loop's SDK client now: imports the SDK and builds its HTTP
@@ -1061,8 +1089,7 @@ class OpenAIBackend:
                     # The SDK's own request path (auth, headers, timeouts, status errors)
                     # with the body as built here and the answer streamed, read as bytes
                     # up to the cap: "Request path", "Response size".
-                    options, response_type = self._options(client, args, headers)
-                    response: Any = await client.request(response_type, options, stream=True)
+                    response = await self._post(client, args, headers)
                     raw = await _capped_body(response, self.max_response_bytes)
                 finally:
                     if cutoff is not None:

@@ -84,9 +84,9 @@ Choices this module makes:
   at exactly the cases a read of every judged case would, on a journal being written
   to as on an idle one, and costs the cases judged since plus one light row per run:
   0.48 s at 100,000 one-case runs (SQLite), where reading every judged case made a
-  check 11.6 s (``benchmarks/bench_shift_watch.py``). It keeps about a kilobyte per judged
-  case (the LLMBar file's 53 features). A read that fails leaves what the watch kept as
-  it was.
+  check 11.6 s (``benchmarks/bench_shift_watch.py``). It keeps about 1.1–1.3 kB per
+  judged case (1,286 bytes measured with the LLMBar file's 53 features). A read that
+  fails leaves what the watch kept as it was.
 * **Failures.** A check that failed (the flag not journalled, the journal busy) counts
   for nothing: the next step makes the same check of the same cases again, so it spends
   no more of the level. Several watches on one journal may journal the same flag, which

@@ -14,7 +14,10 @@ Choices this module makes:
   the marks, the new events) is one read transaction
   (:meth:`~dissensus.store.backend.Backend.snapshot`): events another writer commits
   meanwhile are not seen by this read, and the next read takes them, never half of a
-  state. A busy journal is read as incrementally as an idle one.
+  state. A busy journal is read as incrementally as an idle one. The snapshot only
+  fetches rows: they are parsed (and ``keep`` called) after it ends, so the back end,
+  which a journal's other readers and writers in the process share, is held only for
+  the queries.
 * **What is new.** A run whose head (number of events and head hash) is the one read
   last time is not read. A run that grew is checked first: its event at the last
   sequence number read must still hold the hash read there, which (the chain hashing
@@ -67,12 +70,12 @@ BULK_RUNS = 200
 """Runs to read from above which a read asks for every event of the type in one query."""
 
 _CHUNK = 100
+"""Runs named in one query (each ``run_id`` and sequence number a parameter)."""
 
 _SERIALS = itertools.count(1)
 
 _ORDER = "SELECT run_id FROM runs ORDER BY created, run_id"
 """The runs in the order a read of events across runs lists them."""
-"""Runs named in one query (each ``run_id`` and sequence number a parameter)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,13 +172,23 @@ def follow(
                     runs[run_id] = RunRead(new.n_events, new.head_hash, old.count, old.kept)
                 else:
                     marks[run_id] = 0  # the run read before is not this one: read it whole
-        for row in _new_rows(backend, type, marks):
-            run_id = str(row["run_id"])
-            run = runs[run_id]
-            event = event_from_row(row)
-            value = keep(event)
-            kept = run.kept if value is None else (*run.kept, (event.seq, value))
-            runs[run_id] = RunRead(run.n_events, run.head_hash, run.count + 1, kept)
+        rows = _new_rows(backend, type, marks)
+    # The rows are parsed and kept out of the snapshot: the back end (shared with the
+    # journal's other readers and writers) is free again once they are fetched.
+    counts = dict.fromkeys(marks, 0)
+    added: dict[str, list[tuple[int, T]]] = {run_id: [] for run_id in marks}
+    for row in rows:
+        run_id = str(row["run_id"])
+        event = event_from_row(row)
+        counts[run_id] += 1
+        value = keep(event)
+        if value is not None:
+            added[run_id].append((event.seq, value))
+    for run_id in marks:
+        run = runs[run_id]
+        runs[run_id] = RunRead(
+            run.n_events, run.head_hash, run.count + counts[run_id], (*run.kept, *added[run_id])
+        )
     # Only runs after those read before are new (the usual case: new runs): the values
     # read before begin the new ones; else they are gathered anew.
     values: tuple[T, ...]
@@ -203,37 +216,38 @@ def follow(
     )
 
 
-def _new_rows(backend: Backend, type: str, marks: Mapping[str, int]) -> Iterator[EventRow]:
+def _new_rows(backend: Backend, type: str, marks: Mapping[str, int]) -> list[EventRow]:
     """The rows of ``type`` at or after each run's mark in ``marks``, each run's in
     sequence order."""
     if not marks:
-        return
+        return []
     if len(marks) > BULK_RUNS:
         rows = cast(
             "list[EventRow]",
             backend.rows("SELECT * FROM events WHERE type = ? ORDER BY run_id, seq", (type,)),
         )
-        for row in rows:
-            mark = marks.get(str(row["run_id"]))
-            if mark is not None and _after(row, mark):
-                yield row
-        return
+        return [row for row in rows if _after(row, marks.get(str(row["run_id"])))]
     wanted = list(marks.items())
+    found: list[EventRow] = []
     for start in range(0, len(wanted), _CHUNK):
         chunk: Sequence[tuple[str, int]] = wanted[start : start + _CHUNK]
         where = " OR ".join(["(run_id = ? AND seq >= ?)"] * len(chunk))
-        yield from cast(
+        found += cast(
             "list[EventRow]",
             backend.rows(
                 f"SELECT * FROM events WHERE type = ? AND ({where}) ORDER BY run_id, seq",
                 [type, *(x for pair in chunk for x in pair)],
             ),
         )
+    return found
 
 
-def _after(row: EventRow, mark: int) -> bool:
-    """Whether the row's sequence number is at or after ``mark`` (a number stored as
-    text, which only a hand edit makes, is read again every time)."""
+def _after(row: EventRow, mark: int | None) -> bool:
+    """Whether the row's run is to be read (``mark`` not ``None``) and its sequence
+    number is at or after ``mark`` (a number stored as text, which only a hand edit
+    makes, is read again every time)."""
+    if mark is None:
+        return False
     seq = row["seq"]
     return seq.__class__ is not int or seq >= mark
 
@@ -241,7 +255,8 @@ def _after(row: EventRow, mark: int) -> bool:
 class TypeFollower(Generic[T]):
     """The events of ``type`` across a journal's runs, each kept as ``keep`` says, read
     incrementally (see the module docstring). Threads may share one: reads are
-    independent, and the state kept is the newest read that succeeded."""
+    independent, and the state kept is that of the read that succeeded last (of reads
+    running at once, the last to finish, not necessarily the one that began last)."""
 
     def __init__(self, type: str, keep: Callable[[Event], T | None]) -> None:
         self.type = type
@@ -251,7 +266,7 @@ class TypeFollower(Generic[T]):
 
     @property
     def state(self) -> Followed[T] | None:
-        """The state of the last read that succeeded (``None``: none yet)."""
+        """The state of the read that succeeded last (``None``: none yet)."""
         return self._state
 
     def forget(self) -> None:

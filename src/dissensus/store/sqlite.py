@@ -391,31 +391,35 @@ class SQLiteBackend:
                 raise JournalReadOnly(f"journal {self.path} is read-only: {text}") from exc
             raise JournalError(f"journal {self.path}: {text}") from exc
 
-    def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+    def _read(self, sql: str, args: Sequence[Any], row_factory: Any) -> list[Any]:
+        """The query's rows, each made by ``row_factory`` (``None``: a tuple)."""
         with self.lock:
+            cursor = self._db.cursor()
+            cursor.row_factory = row_factory
             try:
-                return [dict(r) for r in self._db.execute(sql, tuple(args)).fetchall()]
+                return cursor.execute(sql, tuple(args)).fetchall()
             except sqlite3.OperationalError as exc:
                 if _UNDECODABLE not in str(exc):
                     raise
             # A text cell edited outside dissensus into bytes that are not UTF-8: read
-            # again with replacement characters, so that its event reads as damaged (its
-            # hash no longer matches: runs verify names it) rather than the query failing.
+            # again with replacement characters, so that its event (or run head) reads as
+            # damaged (its hash no longer matches: runs verify names it) rather than the
+            # query failing.
             self._db.text_factory = _replacing
             try:
-                return [dict(r) for r in self._db.execute(sql, tuple(args)).fetchall()]
+                return cursor.execute(sql, tuple(args)).fetchall()
             finally:
                 self._db.text_factory = str
+
+    def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        return [dict(r) for r in self._read(sql, args, sqlite3.Row)]
 
     def exec(self, sql: str, args: Sequence[Any] = ()) -> int:
         with self.lock:
             return self._db.execute(sql, tuple(args)).rowcount
 
     def values(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self.lock:
-            cursor = self._db.cursor()
-            cursor.row_factory = None
-            return cursor.execute(sql, tuple(args)).fetchall()
+        return self._read(sql, args, None)
 
     def append_state(
         self, run_id: str, keys: Sequence[str]
