@@ -145,6 +145,8 @@ def _sync_mode(value: str | None) -> str:
 def _create_private(path: str) -> None:
     """Create ``path`` readable and writable by its owner only (``0600``) when it does not
     exist; SQLite gives the ``-wal`` and ``-shm`` files it makes beside it the same mode."""
+    if os.path.islink(path) and not os.path.exists(path):
+        path = os.path.realpath(path)  # a broken link: made where it leads, as SQLite would
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
