@@ -119,6 +119,32 @@ def test_no_failed_check_reads_no_address(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 @pytest.mark.anyio
+async def test_a_bearer_request_reads_its_address_only_when_some_check_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller's address was read on every request with a bearer token; only its
+    parsing was skipped while no check had failed."""
+    from dissensus.serve import service as service_module
+
+    read: list[str | None] = []
+    peer_of = throttle.peer_of
+
+    def counted(scope: Any) -> str | None:
+        read.append(peer := peer_of(scope))
+        return peer
+
+    monkeypatch.setattr(service_module, "peer_of", counted)
+    async with client_for(settings(tmp_path)) as client:
+        for _ in range(2):
+            assert (await client.get("/v1/runs?limit=1", headers=auth("sub"))).status_code == 200
+        assert read == []
+        assert (await client.get("/v1/runs?limit=1", headers=auth("guess"))).status_code == 401
+        assert len(read) == 1  # the failure is counted under the address
+        assert (await client.get("/v1/runs?limit=1", headers=auth("sub"))).status_code == 200
+        assert len(read) == 2 and read[0] == read[1]  # a failure lately: the address is read
+
+
+@pytest.mark.anyio
 async def test_a_plain_decide_parses_no_empty_query_and_no_bare_content_type(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
