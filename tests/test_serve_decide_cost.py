@@ -76,6 +76,49 @@ async def test_a_plain_decide_skips_dependency_solving_and_answers_as_the_route_
 
 
 @pytest.mark.anyio
+async def test_the_plain_route_stands_for_the_route_the_app_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain request's ``route`` is the route the app gives a request with a query
+    string, and where FastAPI copies an included router's routes into the app, that copy
+    (the router's own route was taken, which the app does not serve)."""
+    import httpx
+    from fastapi import FastAPI
+
+    from dissensus.serve import create_app
+    from dissensus.serve.routes import decide as decide_routes
+
+    given: list[object] = []
+    service_of = decide_routes.service_of
+
+    def spied(request: Any) -> Any:
+        given.append(request.scope["route"])
+        return service_of(request)
+
+    monkeypatch.setattr(decide_routes, "service_of", spied)
+    served = create_app(settings(tmp_path))
+    transport = httpx.ASGITransport(app=served)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        for path, pid in (("/v1/decide?async=false", "p1"), ("/v1/decide", "p2")):
+            res = await client.post(path, json=panel(pid, ["1", "1"]), headers=auth("sub"))
+            assert res.status_code == 200, res.text
+    plain = served.router.routes[0]
+    assert isinstance(plain, decide_routes._PlainDecide)
+    assert given and all(route is plain.documented for route in given)
+    # A FastAPI that copies the routes of a router it includes into the app.
+    app = FastAPI()
+    original = next(
+        r for r in decide_routes.router.routes if getattr(r, "path", "") == "/v1/decide"
+    )
+    assert isinstance(original, fastapi.routing.APIRoute)
+    copy = fastapi.routing.APIRoute(original.path, original.endpoint, methods=["POST"])
+    app.router.routes.append(copy)
+    decide_routes.install_plain(app)
+    installed = app.router.routes[0]
+    assert isinstance(installed, decide_routes._PlainDecide) and installed.documented is copy
+
+
+@pytest.mark.anyio
 async def test_a_run_without_a_shift_checked_acceptance_file_asks_no_shift(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
