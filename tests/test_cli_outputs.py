@@ -7,6 +7,7 @@ named pipe stands in for the device here (the suite must never touch ``/dev/null
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -469,6 +470,50 @@ def test_a_loop_of_symbolic_links_is_refused_and_left_as_it_is(
     assert len(res.err.strip().splitlines()) == 1, res.err
     assert one.is_symlink() and two.is_symlink()
     assert os.readlink(one) == two.name and os.readlink(two) == one.name
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def _chain(folder: Path, links: int) -> Path:
+    """``links`` symbolic links in a row (relative), the last leading to ``end.json``."""
+    (folder / "end.json").write_text("old\n", encoding="utf-8")
+    for i in range(links):
+        (folder / f"l{i}").symlink_to("end.json" if i == links - 1 else f"l{i + 1}")
+    return folder / "l0"
+
+
+@pytest.mark.parametrize("links", [39, 40])
+def test_a_chain_of_as_many_links_as_the_kernel_follows_is_written_through(
+    tmp_path: Path, links: int
+) -> None:
+    """The kernel opens a path through 40 links; they were refused (ELOOP) after the
+    40th was read, without looking whether its target was a link at all."""
+    from dissensus.io.atomic import probe_output
+
+    head = _chain(tmp_path, links)
+    with open(head, encoding="utf-8") as plain:  # the kernel's own answer
+        assert plain.read() == "old\n"
+    probe_output(str(head))
+    with atomic_output(str(head)) as handle:
+        handle.write("new\n")
+    assert (tmp_path / "end.json").read_text(encoding="utf-8") == "new\n"
+    assert all((tmp_path / f"l{i}").is_symlink() for i in range(links))
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_chain_of_one_link_more_than_the_kernel_follows_is_refused(tmp_path: Path) -> None:
+    from dissensus.io.atomic import OutputWriteError, probe_output
+
+    head = _chain(tmp_path, 41)
+    with pytest.raises(OSError) as plain:
+        open(head, encoding="utf-8").close()
+    assert plain.value.errno == errno.ELOOP
+    with pytest.raises(OSError) as probed:
+        probe_output(str(head))
+    assert probed.value.errno == errno.ELOOP
+    with pytest.raises(OutputWriteError, match=r"l0: .*\(ELOOP\)"), atomic_output(str(head)) as out:
+        out.write("new\n")
+    assert (tmp_path / "end.json").read_text(encoding="utf-8") == "old\n"
+    assert all((tmp_path / f"l{i}").is_symlink() for i in range(41))
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 

@@ -12,6 +12,7 @@ path. Each shortcut must refuse exactly what the walks it replaces refused.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 from unittest import mock
 
@@ -21,10 +22,13 @@ from hypothesis import strategies as st
 
 from dissensus.io import jsonl, views
 from dissensus.io.jsonl import Reject, crowded, parse_line
-from dissensus.io.jsontext import MAX_DEPTH, json_depth, json_shape, text_values
+from dissensus.io.jsontext import MAX_DEPTH, count_keys, json_depth, json_shape, text_values
 from dissensus.io.limits import MAX_PANEL_VALUES, _sizes
 from dissensus.io.views import parse_panel_view
 from dissensus.types import Panel
+
+# The suite's size of a crowded line; the 6 MB one under DISSENSUS_SOAK=1 (`make test-soak`).
+SOAK = os.environ.get("DISSENSUS_SOAK") == "1"
 
 _TEXT = st.text(alphabet='ab ,:[]{}"\\\u00e9\n', max_size=6)
 
@@ -75,6 +79,7 @@ def _values(value: Any) -> int:
 def test_one_walk_takes_the_depth_keys_and_values_of_the_definitions(value: Any) -> None:
     assert json_shape(value) == (_depth(value), _keys(value), _values(value))
     assert json_depth(value) == _depth(value)
+    assert count_keys(value) == _keys(value)
     assert _sizes(value)[2] == _values(value)
 
 
@@ -135,10 +140,11 @@ def test_a_crowded_line_never_reaches_the_fast_tiers() -> None:
     refuse.assert_not_called()
 
 
-def test_a_six_megabyte_line_of_empty_lists_is_refused_with_its_count() -> None:
-    items = 2_000_000
+def test_a_line_of_many_empty_lists_is_refused_with_its_count() -> None:
+    """150,000 items in the suite (crowded all the same); 2,000,000 (a 6 MB line) soaked."""
+    items = 2_000_000 if SOAK else 150_000
     text = _line([[]] * items)
-    assert len(text) > 6_000_000
+    assert crowded(text) and len(text) > 3 * items
     got = parse_line(Panel, text, file="p.jsonl", line=7)
     assert isinstance(got, Reject)
     assert (got.file, got.line, got.field) == ("p.jsonl", 7, "<values>")
@@ -159,3 +165,37 @@ def test_text_of_quotes_never_closed_is_counted_in_one_scan() -> None:
     line = '{"id":"q","meta":{"x":"' + '\\"' * 150_000
     got = parse_line(Panel, line, file="p.jsonl", line=4)
     assert isinstance(got, Reject) and got.field == "<json>" and got.line == 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet='ab ,:[]{}"\\\u00e9\n0', max_size=40) | _NESTED.map(json.dumps))
+def test_commas_and_brackets_bound_the_values_counted_on_any_text(text: str) -> None:
+    """Taking the strings out only removes commas and brackets: the count without it
+    (which :func:`crowded` looks at first) is never below :func:`text_values`."""
+    assert 1 + text.count(",") + text.count("[") + text.count("{") >= text_values(text)
+
+
+def test_a_long_line_of_text_is_not_copied_to_count_its_values() -> None:
+    """A panel of long reasoning holds few commas and brackets: :func:`crowded` answers
+    without :func:`text_values`, whose string pass copied the line (parsing a 232 kB
+    panel took twice as long)."""
+    outputs = [
+        {"agent": a, "decision": a, "reasoning": "refund, window; " * 2000} for a in "abcdef"
+    ]
+    text = json.dumps({"id": "w", "outputs": outputs})
+    assert len(text) > MAX_PANEL_VALUES
+    count = mock.Mock(side_effect=AssertionError("the line was counted"))
+    with mock.patch.object(jsonl, "text_values", count):
+        assert not crowded(text)
+        assert not isinstance(parse_line(Panel, text, file="p.jsonl", line=1), Reject)
+        assert not isinstance(parse_panel_view(text, file="p.jsonl", line=1), Reject)
+
+
+def test_the_view_path_counts_a_crowded_line_once() -> None:
+    """``route`` reads panels as views: a crowded line was counted by the view tier and
+    again by :func:`parse_line` it fell back to."""
+    text = _line([[]] * MAX_PANEL_VALUES)
+    with mock.patch.object(jsonl, "text_values", wraps=text_values) as count:
+        got = parse_panel_view(text, file="p.jsonl", line=3)
+    assert isinstance(got, Reject) and got.field == "<values>"
+    assert count.call_count == 1

@@ -3,7 +3,9 @@ command without the option opens it anyway, so that copied as shown they act on 
 
 from __future__ import annotations
 
+import json
 import shlex
+import stat
 from pathlib import Path
 
 import pytest
@@ -208,3 +210,30 @@ def test_an_interrupts_resume_command_names_its_output_file(
         *resume, "--output", str(tmp_path / "o 1.jsonl")
     ]  # fmt: skip
     assert shlex.split(second.split("resume with ", 1)[1]) == resume
+
+
+def test_a_journal_that_is_a_link_to_nothing_says_so(tmp_path: Path) -> None:
+    """A loop of symbolic links was "journal not found: la" (runs list) or "cannot open
+    journal la: unable to open database file" (decide); a broken link to be read, "journal
+    not found" alone: both named a file ``ls`` shows. A new journal is still made through
+    a broken link, where it leads."""
+    (tmp_path / "la").symlink_to("lb")
+    (tmp_path / "lb").symlink_to("la")
+    (tmp_path / "lc").symlink_to("gone.sqlite")
+    panels = tmp_path / "p.jsonl"
+    outputs = [{"agent": a, "decision": "1", "reasoning": "r"} for a in "ab"]
+    panels.write_text(json.dumps({"id": "a", "outputs": outputs}) + "\n", encoding="utf-8")
+    for command, name, why in (
+        (["runs", "list"], "la", "(a loop of symbolic links)"),
+        (["decide", str(panels), "--similarity", "tfidf"], "la", "(a loop of symbolic links)"),
+        (["runs", "list"], "lc", "(a broken symbolic link to gone.sqlite)"),
+    ):
+        res = cli(*command, "--journal", name, cwd=tmp_path)
+        assert res.code == 2, res.err
+        assert res.err.strip() == f"error: journal not found: {name} {why}", command
+    assert (tmp_path / "la").is_symlink() and (tmp_path / "lb").is_symlink()
+    assert not (tmp_path / "gone.sqlite").exists()
+    res = cli("decide", panels, "--similarity", "tfidf", "--journal", "lc", cwd=tmp_path)
+    assert res.code == 0, res.err
+    assert (tmp_path / "lc").is_symlink() and (tmp_path / "gone.sqlite").is_file()
+    assert stat.S_IMODE((tmp_path / "gone.sqlite").stat().st_mode) == 0o600  # as any journal

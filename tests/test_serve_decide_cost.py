@@ -76,6 +76,49 @@ async def test_a_plain_decide_skips_dependency_solving_and_answers_as_the_route_
 
 
 @pytest.mark.anyio
+async def test_the_plain_route_stands_for_the_route_the_app_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain request's ``route`` is the route the app gives a request with a query
+    string, and where FastAPI copies an included router's routes into the app, that copy
+    (the router's own route was taken, which the app does not serve)."""
+    import httpx
+    from fastapi import FastAPI
+
+    from dissensus.serve import create_app
+    from dissensus.serve.routes import decide as decide_routes
+
+    given: list[object] = []
+    service_of = decide_routes.service_of
+
+    def spied(request: Any) -> Any:
+        given.append(request.scope["route"])
+        return service_of(request)
+
+    monkeypatch.setattr(decide_routes, "service_of", spied)
+    served = create_app(settings(tmp_path))
+    transport = httpx.ASGITransport(app=served)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        for path, pid in (("/v1/decide?async=false", "p1"), ("/v1/decide", "p2")):
+            res = await client.post(path, json=panel(pid, ["1", "1"]), headers=auth("sub"))
+            assert res.status_code == 200, res.text
+    plain = served.router.routes[0]
+    assert isinstance(plain, decide_routes._PlainDecide)
+    assert given and all(route is plain.documented for route in given)
+    # A FastAPI that copies the routes of a router it includes into the app.
+    app = FastAPI()
+    original = next(
+        r for r in decide_routes.router.routes if getattr(r, "path", "") == "/v1/decide"
+    )
+    assert isinstance(original, fastapi.routing.APIRoute)
+    copy = fastapi.routing.APIRoute(original.path, original.endpoint, methods=["POST"])
+    app.router.routes.append(copy)
+    decide_routes.install_plain(app)
+    installed = app.router.routes[0]
+    assert isinstance(installed, decide_routes._PlainDecide) and installed.documented is copy
+
+
+@pytest.mark.anyio
 async def test_a_run_without_a_shift_checked_acceptance_file_asks_no_shift(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,6 +159,32 @@ def test_no_failed_check_reads_no_address(monkeypatch: pytest.MonkeyPatch) -> No
     now[0] += throttle.WINDOW_S + 1  # the failures leave the window: the address is forgotten
     assert logins.retry_after("127.0.0.1") is None
     assert len(logins) == 0
+
+
+@pytest.mark.anyio
+async def test_a_bearer_request_reads_its_address_only_when_some_check_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller's address was read on every request with a bearer token; only its
+    parsing was skipped while no check had failed."""
+    from dissensus.serve import service as service_module
+
+    read: list[str | None] = []
+    peer_of = throttle.peer_of
+
+    def counted(scope: Any) -> str | None:
+        read.append(peer := peer_of(scope))
+        return peer
+
+    monkeypatch.setattr(service_module, "peer_of", counted)
+    async with client_for(settings(tmp_path)) as client:
+        for _ in range(2):
+            assert (await client.get("/v1/runs?limit=1", headers=auth("sub"))).status_code == 200
+        assert read == []
+        assert (await client.get("/v1/runs?limit=1", headers=auth("guess"))).status_code == 401
+        assert len(read) == 1  # the failure is counted under the address
+        assert (await client.get("/v1/runs?limit=1", headers=auth("sub"))).status_code == 200
+        assert len(read) == 2 and read[0] == read[1]  # a failure lately: the address is read
 
 
 @pytest.mark.anyio

@@ -3,6 +3,7 @@ canonical stored text, header anchor, foreign databases, durability settings."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from dissensus.store import (
     journal_path,
     open_journal,
 )
+from dissensus.store.events import NewEvent
 from store_backends import raw
 
 
@@ -222,6 +224,41 @@ def test_a_new_journal_has_16_kib_pages_and_an_old_one_keeps_its_own(tmp_path: P
         j.append("R", "case.step", {"text": "y" * 6000}, key="k/2")
         assert [e.payload["text"][0] for e in j.events("R")] == ["x", "y"]
         assert j.verify("R").ok
+
+
+def test_the_wal_checkpoints_at_about_4_mib_whatever_the_page_size(tmp_path: Path) -> None:
+    """SQLite checkpoints after 1,000 WAL pages: with 16 KiB pages the WAL grew to 16 MiB
+    before it was copied back; each connection now sets the pages from its file's own
+    page size (250 of 16 KiB; an old 4 KiB journal keeps SQLite's 1,000)."""
+    new = tmp_path / "new.sqlite"
+    with Journal(new) as j:
+        assert j._backend._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 250  # type: ignore[attr-defined]
+        j.create_run("R", kind="decide", meta={})
+        for block in range(16):  # 8 MiB of events, in blocks of 512 KiB
+            j.append_batch(
+                "R",
+                [
+                    NewEvent("case.step", {"text": f"{block}.{i}" + "z" * 65536}, f"k/{block}/{i}")
+                    for i in range(8)
+                ],
+            )
+            assert os.path.getsize(f"{new}-wal") < 6 * 1024 * 1024
+        assert j.verify("R").ok
+    old = tmp_path / "old.sqlite"
+    db = sqlite3.connect(old)
+    db.execute("PRAGMA page_size=4096")
+    db.execute("VACUUM")
+    db.close()
+    with Journal(old) as j:
+        assert j._backend._db.execute("PRAGMA page_size").fetchone()[0] == 4096  # type: ignore[attr-defined]
+        assert j._backend._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000  # type: ignore[attr-defined]
+    from dissensus.store.sqlite import checkpoint_pages
+
+    assert (checkpoint_pages(16384), checkpoint_pages(4096), checkpoint_pages(65536)) == (
+        250,
+        1000,
+        62,
+    )
 
 
 def test_journal_path_precedence(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -462,16 +462,23 @@ def _link_problem(path: Path) -> str:
     ``""`` for a path that is no link: "file not found" alone named a file ``ls`` shows."""
     if not path.is_symlink():
         return ""
-    try:
-        os.stat(path)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return " (a loop of symbolic links)"
+    if _loops(path):
+        return " (a loop of symbolic links)"
     try:
         target = os.readlink(path)
     except OSError:
         return " (a broken symbolic link)"
     return f" (a broken symbolic link to {target})"
+
+
+def _loops(path: Path) -> bool:
+    """Whether ``path`` leads through more symbolic links than the system follows (a
+    loop): no file can be read or made there."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 Reads = Iterable[str | None] | Mapping[str, str | None]
@@ -663,7 +670,8 @@ _JOURNAL_TABLES = {"runs", "events"}
 def check_journal_file(path: str, *, must_exist: bool = False) -> None:
     """Usage error (exit 2) when ``path`` cannot serve as a journal.
 
-    A missing file is fine unless ``must_exist`` (a new journal is created); an existing
+    A missing file is fine unless ``must_exist`` (a new journal is created) or the path is
+    a loop of symbolic links (named so, as a broken link is when it must exist); an existing
     one must be an SQLite database holding the journal's tables (or no table), or empty
     when it is to be created (not when ``must_exist``: reading it would make it one). A
     journal that would end with the command (``:memory:``, an empty path) is refused.
@@ -682,8 +690,11 @@ def check_journal_file(path: str, *, must_exist: bool = False) -> None:
         return
     p = Path(path)
     if not p.exists():
-        if must_exist:
-            raise InputError(f"journal not found: {path}")
+        # Named as an input is: a loop of links (which no command can open or make) and
+        # a link whose file is gone say so. A new journal is made through a broken link,
+        # where the link leads, as any file opened for writing is.
+        if must_exist or _loops(p):
+            raise InputError(f"journal not found: {path}{_link_problem(p)}")
         parent = p.parent if str(p.parent) else Path(".")
         if not parent.is_dir():
             raise InputError(f"journal {path}: directory {parent} does not exist")

@@ -256,20 +256,28 @@ _DESCRIPTORS = ("/proc/", "/dev/fd/")
 """Where a path names a process's open file rather than a file of its own."""
 
 
+_MAX_LINKS = 40
+"""The kernel's own limit on a chain of symbolic links: a path reached through this many
+links is opened, one more is ``ELOOP``."""
+
+
 def _through_links(path: str) -> tuple[str, bool]:
     """Where ``path`` leads through its symbolic links (each resolved against the folder
     of the link), and whether it passes through a process's file descriptor.
 
-    A chain of more links than the kernel follows (a loop) is the :class:`OSError` a
-    plain ``open`` meets (``ELOOP``): the temporary file renamed over the last link
-    reached replaced that link with the output, and the command went on as if written.
+    A chain of as many links as the kernel follows (40) is written through, as a plain
+    ``open`` writes; a longer one (or a loop) is the :class:`OSError` a plain ``open``
+    meets (``ELOOP``): the temporary file renamed over the last link reached replaced
+    that link with the output, and the command went on as if written.
     """
     current = path
-    for _ in range(40):  # the kernel's own limit on a chain of links
+    for hops in range(_MAX_LINKS + 1):
         if os.path.abspath(current).startswith(_DESCRIPTORS):
             return current, True
         if not os.path.islink(current):
             return current, False
+        if hops == _MAX_LINKS:  # the link after the last one the kernel follows
+            break
         try:
             link = os.readlink(current)
         except OSError:

@@ -131,6 +131,7 @@ __all__ = [
     "open_text",
     "overlong",
     "parse_line",
+    "parse_line_text",
     "read_models",
     "read_numbered_models",
     "write_jsonl_line",
@@ -321,7 +322,14 @@ def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject
     raw = line_text(text, line)
     if len(raw) > MAX_LINE_CHARS:
         return overlong(raw, file=file, line=line)
-    if crowded(raw):
+    return parse_line_text(model, raw, file=file, line=line, crowd=crowded(raw))
+
+
+def parse_line_text(model: type[M], raw: str, *, file: str, line: int, crowd: bool) -> M | Reject:
+    """:func:`parse_line` of a line's text ``raw`` (:func:`line_text`, at most
+    :data:`~dissensus.io.limits.MAX_LINE_CHARS` long) whose :func:`crowded` the caller
+    has already answered (``crowd``), so a long line is not counted twice."""
+    if crowd:
         parsed = _parse_reference(model, raw, file=file, line=line)
     else:
         parsed = _parse_tiers(model, raw, file=file, line=line)
@@ -341,8 +349,17 @@ def crowded(raw: str) -> bool:
     (:func:`~dissensus.io.jsontext.text_values`): far more than any record within the
     bounds of :mod:`dissensus.io.limits` needs, so it goes straight to the reference path,
     which words its reject, instead of being parsed and walked by the fast tiers first.
-    Every value takes a character, so a shorter line is not counted."""
-    return len(raw) > CROWDED_VALUES and text_values(raw) > CROWDED_VALUES
+    Every value takes a character, so a shorter line is not counted; nor is one whose
+    commas and opening brackets, strings included, are too few: taking the strings out
+    (as :func:`~dissensus.io.jsontext.text_values` does, copying the line) only removes
+    commas and brackets, so ``1 + commas + opening brackets`` is never below its count,
+    and a long line of text (a panel's long reasoning) is looked at in three passes in C
+    without a copy."""
+    return (
+        len(raw) > CROWDED_VALUES
+        and 1 + raw.count(",") + opening_brackets(raw) > CROWDED_VALUES
+        and text_values(raw) > CROWDED_VALUES
+    )
 
 
 def overlong(raw: str, *, file: str, line: int) -> Reject:

@@ -57,6 +57,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -268,8 +269,31 @@ def json_shape(value: object) -> JsonShape:
 
 
 def json_depth(value: object) -> int:
-    """Nesting depth of arrays and objects in ``value`` (a scalar: 0), without recursion."""
-    return json_shape(value).depth
+    """Nesting depth of arrays and objects in ``value`` (a scalar: 0), without recursion.
+
+    A loop of its own rather than :func:`json_shape`, which also counts keys and values:
+    a panel's small ``meta`` is measured once per panel, so its cost is the walk's
+    set-up (a flat object takes one pass over its values)."""
+    if isinstance(value, dict):
+        level = [sub for sub in value.values() if isinstance(sub, _CONTAINERS)]
+    elif isinstance(value, list):
+        level = [sub for sub in value if isinstance(sub, _CONTAINERS)]
+    else:
+        return 0
+    depth = 1
+    while level:
+        depth += 1
+        below: list[Any] = []
+        more = below.extend
+        for item in level:
+            more([sub for sub in _members(item) if isinstance(sub, _CONTAINERS)])
+        level = below
+    return depth
+
+
+def _members(item: dict[str, Any] | list[Any]) -> Iterable[Any]:
+    """The values an array or object holds."""
+    return item.values() if isinstance(item, dict) else item
 
 
 def check_json_value(data: Any, raw: str, *, shape: JsonShape | None = None) -> None:
@@ -293,8 +317,24 @@ def check_json_value(data: Any, raw: str, *, shape: JsonShape | None = None) -> 
 
 
 def count_keys(value: object) -> int:
-    """Keys of all the objects in ``value`` (a parsed JSON value), without recursion."""
-    return json_shape(value).keys
+    """Keys of all the objects in ``value`` (a parsed JSON value), without recursion.
+
+    A loop of its own, as :func:`json_depth`: a flat object is its length after one pass
+    over its values."""
+    if isinstance(value, dict):
+        keys = len(value)
+        stack = [sub for sub in value.values() if isinstance(sub, _CONTAINERS)]
+    elif isinstance(value, list):
+        keys = 0
+        stack = [sub for sub in value if isinstance(sub, _CONTAINERS)]
+    else:
+        return 0
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            keys += len(item)
+        stack.extend([sub for sub in _members(item) if isinstance(sub, _CONTAINERS)])
+    return keys
 
 
 def may_repeat_key(raw: str, keys: int) -> bool:

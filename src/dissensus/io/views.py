@@ -62,7 +62,8 @@ from dissensus.io.jsonl import (
     crowded,
     fast_tier_safe,
     line_text,
-    parse_line,
+    overlong,
+    parse_line_text,
 )
 from dissensus.io.jsontext import count_keys, opening_brackets, repeats_key
 from dissensus.io.limits import MAX_LINE_CHARS
@@ -191,14 +192,12 @@ def parse_panel_view(text: str, *, file: str, line: int) -> PanelLike | Reject:
     """One JSONL line as a panel (a :class:`PanelView`, or a :class:`Panel` from the
     next tiers) or a :class:`Reject`; as :func:`~dissensus.io.jsonl.parse_line`."""
     raw = line_text(text, line)
-    if (
-        len(raw) <= MAX_LINE_CHARS
-        and fast_tier_safe(raw)
-        and not crowded(raw)
-        and (view := decode_panel_view(raw)) is not None
-    ):
+    if len(raw) > MAX_LINE_CHARS:
+        return overlong(raw, file=file, line=line)
+    crowd = crowded(raw)  # counted once, for this tier and the next
+    if not crowd and fast_tier_safe(raw) and (view := decode_panel_view(raw)) is not None:
         return bounded(view, raw, file=file, line=line)
-    return parse_line(Panel, text, file=file, line=line)
+    return parse_line_text(Panel, raw, file=file, line=line, crowd=crowd)
 
 
 def read_panel_views(lines: Iterable[str], *, file: str = "-") -> Iterator[PanelLike | Reject]:

@@ -81,8 +81,10 @@ class Service:
             raise ApiError(
                 401, "missing bearer token (Authorization: Bearer TOKEN)", "Authorization"
             )
-        peer = peer_of(request.scope)
-        wait = self.failed_logins.retry_after(peer)
+        # The caller's address is read only when some check failed lately (a token
+        # refused below reads it to count the failure).
+        logins = self.failed_logins
+        wait = logins.retry_after(peer_of(request.scope)) if logins.lately else None
         if wait is not None:
             raise ApiError(
                 429, throttled_message(wait), "Authorization", headers={"Retry-After": str(wait)}
@@ -93,7 +95,7 @@ class Service:
         sent = _sent(token.strip())
         principal = None if sent is None else store.authenticate(sent)
         if principal is None:
-            self.failed_logins.failed(peer)
+            logins.failed(peer_of(request.scope))
             raise ApiError(401, "unknown token", "Authorization")
         return principal
 

@@ -124,6 +124,14 @@ class FailedLogins:
         """How many addresses are remembered."""
         return len(self._failures)
 
+    @property
+    def lately(self) -> bool:
+        """Whether some check failed within the window and is remembered (a caller reads
+        its client's address only then: :meth:`retry_after` of any address is ``None``
+        otherwise). Read without the lock: a failure counted meanwhile by another
+        request is seen by the next one, as it would be had it come a moment later."""
+        return bool(self._failures)
+
     def retry_after(self, host: str | None) -> int | None:
         """Whole seconds until ``host`` may present a token again, or ``None`` when it may
         now (always ``None`` without a limit)."""

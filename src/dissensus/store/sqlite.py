@@ -13,9 +13,14 @@ Choices this module makes:
 * **Pages of 16 KiB** (:data:`PAGE_SIZE`) in a new journal file, against SQLite's 4 KiB:
   an escalated case's ``review.opened`` payload (the whole panel, some 5 kB) then fits
   in its table page rather than spilling into a chain of overflow pages, and a block's
-  rows are written in fewer pages; appending a block of synthetic 5-agent panels takes
-  about a sixth less CPU. An existing file keeps its page size (SQLite fixes it with
-  the first table); any SQLite reads either.
+  rows are written in fewer pages, so appending a block of synthetic 5-agent panels
+  takes less CPU. An existing file keeps its page size (SQLite fixes it with the first
+  table); any SQLite reads either.
+* **Checkpoints by size, not pages.** SQLite copies the WAL back into the file once it
+  holds 1,000 pages: 4 MiB of 4 KiB pages, but 16 MiB of 16 KiB ones. Each connection
+  sets ``wal_autocheckpoint`` from its file's actual page size so the WAL checkpoints
+  at about 4 MiB (:data:`WAL_CHECKPOINT_BYTES`) either way: 250 pages in a 16 KiB
+  journal, SQLite's own 1,000 in a 4 KiB one.
 * **Batched inserts.** A batch's rows go in with one ``executemany`` and the run's head
   moves once, to the batch's last event.
 * **Sharing a file.** WAL lets readers work while one process writes; writers take the
@@ -82,6 +87,7 @@ from dissensus.store.targets import BUSY_TIMEOUT_ENV, busy_timeout, check_journa
 __all__ = [
     "SYNC_ENV",
     "SQLiteBackend",
+    "checkpoint_pages",
     "immutable_uri",
     "on_read_only_file_system",
     "read_as_it_stands",
@@ -92,6 +98,17 @@ SYNC_ENV = "DISSENSUS_JOURNAL_SYNC"
 
 PAGE_SIZE = 16384
 """Bytes in a page of a new journal file (SQLite's default is 4096)."""
+
+WAL_CHECKPOINT_BYTES = 1000 * 4096
+"""The size of WAL at which SQLite checkpoints it: its own 1,000 pages of its default
+4 KiB, whatever the file's page size (:func:`checkpoint_pages`)."""
+
+
+def checkpoint_pages(page_size: int) -> int:
+    """``wal_autocheckpoint`` for a file of ``page_size``-byte pages: the pages in
+    :data:`WAL_CHECKPOINT_BYTES` (at least one)."""
+    return max(1, WAL_CHECKPOINT_BYTES // page_size)
+
 
 _OURS = {"dissensus_meta", "runs", "events", "claims", "run_locks", "review_index"}
 """The tables of a complete journal (revision 1); ``dissensus_revisions`` joins at 2."""
@@ -128,6 +145,8 @@ def _sync_mode(value: str | None) -> str:
 def _create_private(path: str) -> None:
     """Create ``path`` readable and writable by its owner only (``0600``) when it does not
     exist; SQLite gives the ``-wal`` and ``-shm`` files it makes beside it the same mode."""
+    if os.path.islink(path) and not os.path.exists(path):
+        path = os.path.realpath(path)  # a broken link: made where it leads, as SQLite would
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
@@ -257,6 +276,8 @@ class SQLiteBackend:
                         self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")
                         self._db.execute("PRAGMA journal_mode=WAL")
                     self._db.execute(f"PRAGMA synchronous={_sync_mode(synchronous)}")
+                    pages = checkpoint_pages(self._db.execute("PRAGMA page_size").fetchone()[0])
+                    self._db.execute(f"PRAGMA wal_autocheckpoint={pages}")
             self._upgrade(tables)
         except BaseException:
             self._db.close()

@@ -383,9 +383,16 @@ class _PlainDecide(Route):
 
 def install_plain(app: FastAPI) -> None:
     """Put :class:`_PlainDecide` ahead of every route of ``app`` (after :data:`router`
-    was included: the documented route is found there)."""
+    was included), standing for the route ``app`` serves the documented
+    ``POST /v1/decide`` with, the route a request with a query string is given: a FastAPI
+    that copies an included router's routes into the app (older versions) serves its
+    copy, found among the app's routes; one that includes the router itself (the version
+    this project pins) serves the router's own route."""
     documented = next(
-        r for r in router.routes if isinstance(r, APIRoute) and r.path == "/v1/decide"
+        r
+        for routes in (app.router.routes, router.routes)
+        for r in routes
+        if isinstance(r, APIRoute) and r.path == "/v1/decide" and "POST" in (r.methods or ())
     )
     app.router.routes.insert(0, _PlainDecide(documented))
 
