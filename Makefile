@@ -47,7 +47,7 @@ test-ray: setup
 # review-listing properties at their full example counts (the suite runs fewer).
 test-soak: setup
 	PYTHONDONTWRITEBYTECODE= DISSENSUS_SOAK=1 $(PY) -m pytest -q -s -p no:cacheprovider tests/test_serve_load.py -k under_load
-	PYTHONDONTWRITEBYTECODE= DISSENSUS_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_pipeline_crash.py::test_runs_killed_at_seeded_random_points tests/test_llm_soak.py::test_fault_soak tests/test_io_wire.py tests/test_io_views.py tests/test_io_parse_fast.py tests/test_states_fastpath.py tests/test_pipeline_interrupt_anywhere.py tests/test_review_untrusted_pages.py tests/test_io_crowded.py::test_a_line_of_many_empty_lists_is_refused_with_its_count
+	PYTHONDONTWRITEBYTECODE= DISSENSUS_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_pipeline_crash.py::test_runs_killed_at_seeded_random_points tests/test_llm_soak.py::test_fault_soak tests/test_io_wire.py tests/test_io_views.py tests/test_io_parse_fast.py tests/test_states_fastpath.py tests/test_pipeline_interrupt_anywhere.py tests/test_review_untrusted_pages.py tests/test_io_crowded.py::test_a_line_of_many_empty_lists_is_refused_with_its_count tests/test_io_duplicate_keys.py
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks evaluation examples
