@@ -309,3 +309,27 @@ def test_cases_without_model_calls_are_committed_in_full_blocks(
     sizes = [c.count("case.record") for c in seen.commits]
     assert sum(sizes) == 96
     assert len(seen.commits) <= 96 // 16 + 2, sizes
+
+
+def test_a_run_of_one_case_writes_its_start_case_and_end_in_one_insert(
+    journal: tuple[Journal, str],
+) -> None:
+    """The run's creation, its case and its end are one commit and one insert of events
+    (with one update of the run's head): its start is no longer written on its own."""
+    j, _target = journal
+    backend: Any = j._backend  # the object under test's own back end
+    original = backend.write_events
+    inserts: list[list[str]] = []
+
+    def write_events(rows: Any) -> None:
+        inserts.append([row[3] for row in rows])
+        original(rows)
+
+    backend.write_events = write_events
+    record = decide(Panel.model_validate(panel("p", ["A", "A", "B"])), journal=j, run_id="one")
+    types = [e.type for e in j.events("one")]
+    assert inserts == [types] and types[0] == "run.started" and types[-1] == "run.finished"
+    assert j.verify("one").ok and j.run("one") is not None
+    assert (
+        decide(Panel.model_validate(panel("p", ["A", "A", "B"])), journal=j, run_id="one") == record
+    )

@@ -171,6 +171,8 @@ async def adecide(
     (in several processes, the later ones fail with ``RunExists``).
     A new run is created by its first write: a case without a model call commits once,
     the run, its case and ``run.finished`` together (:mod:`dissensus.pipeline.batch`).
+    The fresh id made when ``run_id`` is not given is not looked up first: it names no
+    run (one taken all the same is refused at that write, :class:`RunExists`).
     """
     panel = _panel(panel)
     if policy_dir is not None and not isinstance(policy_dir, str | os.PathLike):
@@ -217,7 +219,7 @@ async def adecide(
         mine: concurrent.futures.Future[None] = concurrent.futures.Future()
         _RUNNING[gate] = mine
         try:
-            return await _decide_as(store, panel, spec, rid, text)
+            return await _decide_as(store, panel, spec, rid, text, fresh=run_id is None)
         finally:
             _RUNNING.pop(gate, None)
             mine.set_result(None)
@@ -231,13 +233,14 @@ _RUNNING: dict[tuple[str, str], concurrent.futures.Future[None]] = {}
 
 
 async def _decide_as(
-    store: Journal, panel: Panel, spec: RunSpec, rid: str, text: str
+    store: Journal, panel: Panel, spec: RunSpec, rid: str, text: str, *, fresh: bool = False
 ) -> CaseRecord:
     """Decide ``panel`` (journalled as ``text``) as run ``rid`` of ``store``: a new run, or
-    the replay of the run that decided the same panel."""
+    the replay of the run that decided the same panel. A ``fresh`` id (made by this
+    call, not the caller's) names no run: it is not looked up."""
     # No run.started: a new run, created by its first write (an id taken meanwhile
     # is refused there, one this journal object is starting already at once).
-    started = store.get(rid, "run/started")
+    started = None if fresh else store.get(rid, "run/started")
     if started is None:
         start_run(store, None, spec, text=text, run_id=rid, lock=True, defer=True)
     elif (started.payload.get("input") or {}).get("text") != text:

@@ -34,11 +34,19 @@ Choices this module makes:
 * **A run started with** ``start_run(..., defer=True)`` is created by its first write
   (:meth:`~dissensus.store.journal.Journal.defer_run`): a run of one block that makes no
   model call (a single panel through :func:`~dissensus.pipeline.adecide` or the chat
-  door) is created, decided and finished in one commit, without lock rows, and a crash
-  before that commit leaves nothing (the caller has no record and tries again). A
-  write before the last block (a block, a case's steps before its model call, a
-  deadline's ``run.stopped``) creates it with its lock, and from there on it is the run
-  above.
+  door) is created, decided and finished in one commit, without lock rows, its
+  ``run.started``, case events and ``run.finished`` one insert (without a shift check
+  between them), and a crash before that commit leaves nothing (the caller has no
+  record and tries again). A write before the last block (a block, a case's steps
+  before its model call, a deadline's ``run.stopped``) creates it with its lock, and
+  from there on it is the run above.
+* **The specification a run decides with is the one its** ``run.started`` **reads back
+  as** (:meth:`~dissensus.pipeline.spec.RunSpec.from_started`), whether the run is
+  resumed or new. A deferred run is handed that spec by :func:`start_run` with its
+  registration (:meth:`~dissensus.pipeline.spec.RunSpec.journalled`, made once per spec
+  object, as is the spec's part of the payload), so a door deciding one panel per run
+  under one spec (the service, the chat door) does not rebuild it per run; the payload
+  is the one validating every field gives, byte for byte.
 * At most ``policy.concurrency`` cases are in flight; records are emitted in input order
   (a finished case waits for the earlier ones, so memory stays bounded by the window).
 * A resumed run refuses an input file whose sha256 changed since the run started. The
@@ -150,7 +158,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, Literal, NamedTuple, overload
 
 from pydantic import ValidationError
 
@@ -386,19 +394,24 @@ def start_run(
         source = {"path": str(path), "sha256": _steady_sha256(path, input_path)}
     else:
         raise ConfigError("a run needs an input file or text", field="input")
-    fields: JsonObject = {"input": source, **spec.started_fields(), **(extra or {}), "kind": kind}
-    if via:
-        fields["via"] = via
+    payload = _started_payload(spec, source, extra, kind, via)
+    meta = run_meta(payload)
+    started = (ev.RUN_STARTED, payload, STARTED_KEY)
     # The run, its run.started event (and its lock) are one transaction: a crash leaves
     # none of them. exclusive: of two starts with one --run-id, the second fails cleanly.
     # Its header is made from the event, as runs verify checks it.
-    payload = RunStarted.model_validate(fields).payload()
-    meta = run_meta(payload)
-    started = (ev.RUN_STARTED, payload, STARTED_KEY)
     if defer:
         # A deferred run written before its end (a case's steps before a model call)
-        # is created with this process's lock, whatever ``lock`` says.
-        journal.defer_run(run_id, kind=kind, meta=meta, first=started, lock_pid=os.getpid())
+        # is created with this process's lock, whatever ``lock`` says. The run loop is
+        # handed the spec this payload reads as (RunSpec.journalled), not rebuilt per run.
+        journal.defer_run(
+            run_id,
+            kind=kind,
+            meta=meta,
+            first=started,
+            lock_pid=os.getpid(),
+            handed=_Handed(payload, spec.journalled()),
+        )
         return None
     return journal.create_run(
         run_id,
@@ -408,6 +421,31 @@ def start_run(
         exclusive=True,
         lock_pid=os.getpid() if lock else None,
     )
+
+
+def _started_payload(
+    spec: RunSpec, source: RunInput, extra: JsonObject | None, kind: str, via: str | None
+) -> JsonObject:
+    """The ``run.started`` payload of a run of ``source`` under ``spec``: the spec's
+    journalled fields (:meth:`RunSpec.started_fields`, made once per spec) and the run's
+    own fields validated as :class:`RunStarted` validates them, in the order its
+    ``payload()`` gives. ``extra`` naming a field of the spec (which then overrides it)
+    is validated whole instead."""
+    fields: JsonObject = {"input": source, **(extra or {}), "kind": kind}
+    if via:
+        fields["via"] = via
+    spec_fields = spec.started_fields()
+    if not spec_fields.keys().isdisjoint(fields):
+        return RunStarted.model_validate({**spec_fields, **fields}).payload()
+    return {**spec_fields, **RunStarted.model_validate(fields).payload()}
+
+
+class _Handed(NamedTuple):
+    """What :func:`start_run` hands the run loop with a deferred run: its ``run.started``
+    payload (the very object registered) and the spec that payload reads as."""
+
+    payload: JsonObject
+    spec: RunSpec
 
 
 def _steady_sha256(path: Path, shown: str) -> str:
@@ -531,6 +569,20 @@ def stdin_source(data: bytes) -> RunInput:
         return {"path": "-", "base64": base64.b64encode(data).decode("ascii")}
 
 
+def _start_of(journal: Journal, run_id: str) -> tuple[RunStarted, RunSpec]:
+    """The run's ``run.started`` and the spec it reads as: for a run this process
+    deferred (:func:`start_run`), the spec it handed on with that very payload
+    (:meth:`RunSpec.journalled`, what :meth:`RunSpec.from_started` gives of it);
+    otherwise built from the event."""
+    handed = journal.handed(run_id)
+    if handed is not None:
+        first, given = handed
+        if isinstance(given, _Handed) and given.payload is first.payload:
+            return _started(journal, run_id), given.spec
+    started = _started(journal, run_id)
+    return started, RunSpec.from_started(started)
+
+
 def _started(journal: Journal, run_id: str) -> RunStarted:
     event = journal.deferred(run_id) or journal.get(run_id, "run/started")
     if event is None:
@@ -591,8 +643,7 @@ async def execute_run(
     """
     pid = os.getpid()
     try:
-        started = _started(journal, run_id)
-        spec = RunSpec.from_started(started)
+        started, spec = _start_of(journal, run_id)
     except BaseException:
         if journal.deferred(run_id) is not None:
             _release_on_the_way_out(journal, run_id, pid)  # given up: a deferred run leaves nothing
@@ -698,20 +749,27 @@ async def execute_run(
         # run.finished and the lock's release: one transaction, one commit.
         # Without a shift check to run between them, the block and run.finished are one
         # batch (one head read, one insert). A deferred run not written yet is created
-        # here, without a lock: it is finished in this same commit.
+        # here, without a lock: it is finished in this same commit (without a shift
+        # check, its start, block and end are one insert).
         unlocked = journal.deferred(run_id) is not None
-        if checks_shift(spec.acceptance):
+        shift = checks_shift(spec.acceptance)
+        if shift:
             # The check's libraries load (a second, the first time) before the write lock.
             load_shift_check()
         with journal.transaction(), journal.transaction(run_id if not unlocked else None):
-            if unlocked:
-                journal.create_deferred(run_id, lock=False)
             events = _block_events(block)
             records, rejects = _tally(block, counts)
             finished_event = NewEvent(
                 ev.RUN_FINISHED, RunFinished(**counts).payload(), FINISHED_KEY
             )
-            if checks_shift(spec.acceptance):
+            if not shift:
+                if unlocked:
+                    journal.create_deferred(run_id, lock=False, then=[*events, finished_event])
+                else:
+                    journal.append_batch(run_id, [*events, finished_event])
+            else:
+                if unlocked:
+                    journal.create_deferred(run_id, lock=False)
                 journal.append_batch(run_id, events)
                 check_run(
                     journal,
@@ -720,8 +778,6 @@ async def execute_run(
                     alpha=settings.shift_alpha,
                 )
                 journal.append_batch(run_id, [finished_event])
-            else:
-                journal.append_batch(run_id, [*events, finished_event])
             if not unlocked:
                 journal.release_run_lock(run_id, pid)
         released = True

@@ -140,6 +140,11 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+_STARTED, _JOURNALLED = "_made_started_fields", "_made_journalled"
+_MADE = (_STARTED, _JOURNALLED)
+"""Keys of what a :class:`RunSpec` makes once from its fields, in its ``__dict__``."""
+
+
 class RunSpec(BaseModel):
     """Everything one run decides with (frozen). Build it with :meth:`from_policy`."""
 
@@ -165,6 +170,15 @@ class RunSpec(BaseModel):
     shift_hold: str | None = None
     """Why learned acceptance may commit nothing in this run (``acceptance.on_shift:
     escalate`` after a shift check flagged the file; :mod:`dissensus.pipeline.shift`)."""
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> RunSpec:
+        """A copy (pydantic's), without what this spec made from its own fields
+        (:meth:`started_fields`, :meth:`journalled`): a copy with other fields makes it
+        again from its own."""
+        copied = super().model_copy(update=update, deep=deep)
+        for key in _MADE:
+            copied.__dict__.pop(key, None)
+        return copied
 
     @model_validator(mode="after")
     def _rules_read_as_labels(self, info: ValidationInfo) -> RunSpec:
@@ -371,8 +385,26 @@ class RunSpec(BaseModel):
 
     def started_fields(self) -> JsonObject:
         """The spec as ``run.started`` journals it (the 0.2 keys, plus ``base_dir``,
-        ``files`` and ``shift_hold``): :meth:`started` as JSON."""
-        return self.started().payload()
+        ``files`` and ``shift_hold``): :meth:`started` as JSON. Made once per spec object
+        (a spec is frozen): each call returns a new dictionary, its values shared with
+        every other call's (JSON that nobody changes)."""
+        # Kept in the instance's __dict__ beside the fields: neither a field nor private
+        # state, so equality, hashing and dumps see the fields alone.
+        made = self.__dict__.get(_STARTED)
+        if made is None:
+            made = self.__dict__[_STARTED] = self.started().payload()
+        return dict(made)
+
+    def journalled(self) -> RunSpec:
+        """The spec a run started with this one reads back from its ``run.started``:
+        :meth:`from_started` of :meth:`started_fields`, made once per spec object. The
+        run decides with that one, whether it reads its start from the journal or is
+        handed it (:func:`dissensus.pipeline.batch.start_run`), so a resumed run decides
+        as the run did."""
+        made = self.__dict__.get(_JOURNALLED)
+        if made is None:
+            made = self.__dict__[_JOURNALLED] = RunSpec.from_started(self.started_fields())
+        return made
 
     def started(self) -> StartedSpec:
         """The spec as ``run.started`` journals it, every key given."""

@@ -22,6 +22,10 @@ Choices this module makes:
 * A run given up before its first write (its lock's release) leaves nothing, and the
   release of a run whose creation was refused releases nothing: the lock of the run
   that holds the id is not its own.
+* **What the caller hands on** (:meth:`~dissensus.store.journal.Journal.handed`): an
+  object the registering caller gives the run's executor in this process (the run loop
+  gets the specification its ``run.started`` reads as, already built), kept in memory
+  with the registration and gone with it; the journal never writes or reads it.
 * Registering an id this journal object is starting already is refused
   (:class:`~dissensus.store.errors.RunExists`): two callers never share one run.
 """
@@ -45,6 +49,9 @@ class DeferredRun:
     meta: dict[str, Any]  # JSON passing through: the run's header
     first: NewEvent
     lock_pid: int | None
+    handed: object = None
+    """What the registering caller hands whoever executes the run in this process (the
+    run loop: the specification its ``run.started`` reads as); never read here."""
 
 
 class DeferredRuns:

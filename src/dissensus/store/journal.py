@@ -257,13 +257,15 @@ class Journal:
         meta: dict[str, Any],  # JSON passing through: the run's header
         first: tuple[str, dict[str, Any], str],  # (type, JSON payload, key)
         lock_pid: int | None = None,
+        handed: object = None,
     ) -> None:
         """Register a run to be created, as ``create_run(..., exclusive=True)`` with its
         ``first`` event, inside the transaction of its first write (see
-        :mod:`~dissensus.store.deferred`); nothing is written now."""
+        :mod:`~dissensus.store.deferred`); nothing is written now. ``handed`` is kept
+        with the registration for whoever executes the run here (:meth:`handed`)."""
         check_run_id(run_id)
         event = NewEvent(first[0], first[1], first[2])
-        if not self._deferred.add(run_id, DeferredRun(kind, meta, event, lock_pid)):
+        if not self._deferred.add(run_id, DeferredRun(kind, meta, event, lock_pid, handed)):
             raise RunExists(f"run {run_id!r} is being started in this process already")
 
     def deferred(self, run_id: str) -> NewEvent | None:
@@ -271,11 +273,22 @@ class Journal:
         run = self._deferred.get(run_id)
         return run.first if run is not None else None
 
-    def create_deferred(self, run_id: str, *, lock: bool) -> None:
+    def handed(self, run_id: str) -> tuple[NewEvent, object] | None:
+        """The first event of ``run_id`` and what its registration handed on
+        (:meth:`defer_run`), when it is registered and not created yet."""
+        run = self._deferred.get(run_id)
+        return (run.first, run.handed) if run is not None else None
+
+    def create_deferred(self, run_id: str, *, lock: bool, then: Sequence[NewEvent] = ()) -> None:
         """Inside a transaction: create the deferred run ``run_id`` now, with its
-        execution lock for the registered process (``lock``) or without."""
+        execution lock for the registered process (``lock``) or without, and append
+        ``then`` after its first event in the same write (:meth:`append_batch`'s
+        meaning: a run's last block and its end, one insert with its start). Not
+        registered (created already), ``then`` is appended to it."""
         run = self._deferred.take(run_id)
         if run is None:
+            if then:
+                self.append_batch(run_id, then)
             return
         # Rolled back, the run waits for its next first write; refused (the id is
         # taken), it is given up.
@@ -290,7 +303,13 @@ class Journal:
         first = (run.first.type, run.first.payload, run.first.key)
         try:
             self.create_run(
-                run_id, kind=run.kind, meta=run.meta, first=first, exclusive=True, lock_pid=pid
+                run_id,
+                kind=run.kind,
+                meta=run.meta,
+                first=first,
+                exclusive=True,
+                lock_pid=pid,
+                then=then,
             )
         except RunExists:
             again.clear()
@@ -306,11 +325,13 @@ class Journal:
         first: tuple[str, dict[str, Any], str] | None = None,  # (type, JSON payload, key)
         exclusive: bool = False,
         lock_pid: int | None = None,
+        then: Sequence[NewEvent] = (),
     ) -> RunInfo:
         """Register a run (idempotent for the same id unless ``exclusive``).
 
         ``first`` = ``(type, payload, key)`` is appended in the same transaction, so a
-        crash leaves either no run or a run with its first event. ``exclusive`` raises
+        crash leaves either no run or a run with its first event; ``then`` after it (as
+        :meth:`append_batch` appends them). ``exclusive`` raises
         :class:`RunExists` when the id is taken (two ``decide --run-id x`` at once: one
         wins, the other fails cleanly). With ``lock_pid`` the run's execution lock is
         taken for that process in the same transaction too (one commit for the run, its
@@ -320,11 +341,11 @@ class Journal:
         event = NewEvent(first[0], first[1], first[2]) if first is not None else None
         if lock_pid is None:
             return self._log.create_run(
-                run_id, kind=kind, meta=meta, first=event, exclusive=exclusive
+                run_id, kind=kind, meta=meta, first=event, exclusive=exclusive, then=then
             )
         with self._tx.transaction():
             info = self._log.create_run(
-                run_id, kind=kind, meta=meta, first=event, exclusive=exclusive
+                run_id, kind=kind, meta=meta, first=event, exclusive=exclusive, then=then
             )
             holder = self._locks.acquire(run_id, lock_pid)
             if holder is not None:

@@ -136,9 +136,12 @@ class SQLEventLog:
         meta: dict[str, Any],  # JSON passing through: stored as canonical text
         first: NewEvent | None = None,
         exclusive: bool = False,
+        then: Sequence[NewEvent] = (),
     ) -> RunInfo:
         """Register a run (idempotent for the same id unless ``exclusive``), with its
-        ``first`` event in the same transaction."""
+        ``first`` event in the same transaction, and the events ``then`` after it (as
+        :meth:`append_batch` appends them; to a run it creates, in one write with the
+        first)."""
         check_run_id(run_id)
         backend = self._backend
         exists = (
@@ -149,8 +152,7 @@ class SQLEventLog:
             # An exclusive creation asks nothing first: the insert says whether it is new.
             existing = None if exclusive else self.run(run_id, missing_ok=True)
             if existing is not None:
-                if first is not None:
-                    self.append_batch(run_id, [first])
+                self.append_batch(run_id, [first, *then] if first is not None else then)
             else:
                 created, meta_text = clock.now(), canonical(meta)
                 with backend.errors():
@@ -162,17 +164,21 @@ class SQLEventLog:
                 if not changed:
                     if exclusive:
                         raise RunExists(exists)
-                    if first is not None:
-                        self.append_batch(run_id, [first])
+                    self.append_batch(run_id, [first, *then] if first is not None else then)
                 else:
                     # A run this transaction made: its lock is held, it has no events and
                     # its header is known, so none of them is read back.
                     self._tx.created(run_id)
                     head = RunHead(n_events=0, head_hash=GENESIS)
-                    if first is not None:
-                        text = first.text if first.text is not None else canonical(first.payload)
-                        written = self._append(run_id, [first], [text], {}, head, at=created)
-                        head = RunHead(n_events=1, head_hash=written[0].hash)
+                    items = [first, *then] if first is not None else list(then)
+                    if items:
+                        texts = [
+                            i.text if i.text is not None else canonical(i.payload) for i in items
+                        ]
+                        self._append(run_id, items, texts, {}, head, at=created)
+                        known = self._tx.fresh(run_id)  # advanced by the append
+                        assert known is not None
+                        head = known[0]
                     row = {"run_id": run_id, "created": created, "kind": kind, "meta": meta_text}
                     return run_from_row(cast(RunRow, {**row, **head._asdict()}))
         info = self.run(run_id)
