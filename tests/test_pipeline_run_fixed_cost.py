@@ -129,3 +129,26 @@ def test_a_panel_under_a_fresh_run_id_asks_the_journal_nothing_before_its_commit
         assert statements and not [s for s in statements if s.startswith(("BEGIN", "INSERT"))]
     finally:
         journal.close()
+
+
+def test_a_deferred_run_whose_extra_overrides_a_spec_field_decides_as_its_start_reads() -> None:
+    """``start_run``'s ``extra`` naming a field of the spec overrides it in the run's
+    ``run.started``: the run loop then decides with the spec that event reads back as
+    (what a resume uses), not the one the caller passed."""
+    import json
+
+    from dissensus.pipeline.batch import _start_of, start_run
+
+    journal = Journal(":memory:")
+    try:
+        text = json.dumps(panel("p", ["A", "A", "B"])) + "\n"
+        extra = {"model": "scripted:other.yaml"}
+        start_run(journal, None, SPEC, text=text, extra=extra, run_id="x", lock=True, defer=True)
+        started, used = _start_of(journal, "x")
+        assert started.model == "scripted:other.yaml"
+        assert used == RunSpec.from_started(started) and used.model == "scripted:other.yaml"
+        start_run(journal, None, SPEC, text=text, extra={"note": "n"}, run_id="y", defer=True)
+        started, used = _start_of(journal, "y")
+        assert used is SPEC.journalled() and used == RunSpec.from_started(started)
+    finally:
+        journal.close()

@@ -403,14 +403,17 @@ def start_run(
     if defer:
         # A deferred run written before its end (a case's steps before a model call)
         # is created with this process's lock, whatever ``lock`` says. The run loop is
-        # handed the spec this payload reads as (RunSpec.journalled), not rebuilt per run.
+        # handed the spec this payload reads as (RunSpec.journalled), not rebuilt per run;
+        # unless ``extra`` overrides a field of the spec: the payload then reads as
+        # another spec, which the run loop rebuilds from the event as a resume would.
+        overridden = not spec.started_fields().keys().isdisjoint(extra or {})
         journal.defer_run(
             run_id,
             kind=kind,
             meta=meta,
             first=started,
             lock_pid=os.getpid(),
-            handed=_Handed(payload, spec.journalled()),
+            handed=None if overridden else _Handed(payload, spec.journalled()),
         )
         return None
     return journal.create_run(
