@@ -21,14 +21,16 @@ Choices this module makes:
   (:meth:`~dissensus.pipeline.runtime.Runtime.aprefetch`): the cases in flight go on
   while a window is embedded, and a deadline passing in a long embedding stops the run
   after the call in progress.
-* While :class:`LocalExecutor` decides, the collector's first threshold is raised to
-  :data:`~dissensus.states.stream.GC_THRESHOLD` tracked objects and restored afterwards
-  (:func:`~dissensus.states.stream.raised_gc_threshold`, as ``dissensus route`` does):
-  the cases in flight and the block the loop has not appended yet are tens of
-  thousands of acyclic containers (models, their dumps, the events' payloads) freed by
-  reference counting, which the default threshold of 700 had the collector walk over
-  and over, the full collections walking everything the process holds (about a tenth
-  of a local ``decide``'s CPU). Collections still come when objects accumulate.
+* While :class:`LocalExecutor` decides, the collector's first threshold is raised to at
+  least :data:`~dissensus.states.collector.GC_THRESHOLD` tracked objects
+  (:func:`~dissensus.states.collector.raised_gc_threshold`, as ``dissensus route`` and
+  the Ray executor do): a process-wide setting, raised while any run of the process
+  lasts and put back to what it was when the last ends (unless changed meanwhile from
+  outside the runs). The cases in flight and the block the loop has not appended yet
+  are tens of thousands of acyclic containers (models, their dumps, the events'
+  payloads) freed by reference counting, which the default threshold of 700 had the
+  collector walk over and over, the full collections walking everything the process
+  holds (about a tenth of a local ``decide``'s CPU). Collections still come when objects accumulate.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.runtime import Runtime
 from dissensus.pipeline.spec import RunSpec
 from dissensus.states import SimilarityBackend
-from dissensus.states.stream import raised_gc_threshold
+from dissensus.states.collector import raised_gc_threshold
 from dissensus.store.journal import Journal, NewEvent
 from dissensus.types import JsonObject, Panel
 

@@ -18,12 +18,14 @@ none of which is kept for display carry an empty ``matrix``: they never leave
 :func:`route_stream`, and routing never reads the matrix (see
 :func:`dissensus.states.reading._read_batch`).
 
-While it streams, the collector's first threshold is raised to
-:data:`GC_THRESHOLD` tracked objects (and restored afterwards, also on error:
-:func:`raised_gc_threshold`, which ``decide``'s local executor uses too). A batch
-of 256 five-agent panels holds about 10,000 tracked objects (models, their dicts and
-lists) that live until the batch is written; at the default threshold of 700 the
-collector scans them over and over (8 to 10 µs per panel measured). The count that
+While it streams, the collector's first threshold is raised to at least
+:data:`GC_THRESHOLD` tracked objects
+(:func:`dissensus.states.collector.raised_gc_threshold`, which ``decide``'s executors
+use too: one process-wide raise shared by every run going on, the original restored
+when the last ends, also on error). A batch of 256 five-agent panels holds about
+10,000 tracked objects (models, their dicts and lists) that live until the batch is
+written; at the default threshold of 700 the collector scans them over and over (8 to
+10 µs per panel measured). The count that
 triggers a collection is allocations minus deallocations, so a batch freed by
 reference counting does not add to it: collections still happen when objects really
 accumulate (reference cycles, larger batches), and memory stays bounded.
@@ -31,15 +33,14 @@ accumulate (reference cycles, larger batches), and memory stays bounded.
 
 from __future__ import annotations
 
-import gc
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import IO, cast
 
 from dissensus.io.fastjson import dumps_line
+from dissensus.states.collector import GC_THRESHOLD, raised_gc_threshold
 from dissensus.states.reading import Reading, State, Thresholds, _read_batch
 from dissensus.states.routing import Route, RuleSet, route_of
 from dissensus.states.similarity import SimilarityBackend
@@ -56,27 +57,6 @@ __all__ = [
 
 Numbered = tuple[int, PanelLike]
 """A panel with its input line (1-based): what :func:`route_stream` takes with ``numbered``."""
-
-GC_THRESHOLD = 50_000
-"""The collector's first threshold while :func:`route_stream` runs (when it was lower)."""
-
-
-@contextmanager
-def raised_gc_threshold() -> Iterator[None]:
-    """The collector's first threshold at least :data:`GC_THRESHOLD` inside the block,
-    the others unchanged; restored afterwards (also on error) unless something else set
-    it meanwhile. A threshold of 0 (collection off) is left as it is, and so is one
-    already higher; a block nested in another, or overlapping it (two runs of one
-    process), leaves the threshold to whichever raised it."""
-    old = gc.get_threshold()
-    raise_threshold = 0 < old[0] < GC_THRESHOLD
-    if raise_threshold:
-        gc.set_threshold(GC_THRESHOLD, *old[1:])
-    try:
-        yield
-    finally:
-        if raise_threshold and gc.get_threshold()[0] == GC_THRESHOLD:
-            gc.set_threshold(*old)
 
 
 def record_of(

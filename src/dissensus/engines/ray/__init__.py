@@ -166,9 +166,10 @@ Choices this module makes:
 * **The collector in the driver.** Ray's modules and state are frozen out of the
   collector's generations once Ray is started (``gc.freeze``), and while a run's blocks
   come back the collector's thresholds are raised to about three blocks' containers
-  (:data:`_RUN_GC_THRESHOLD`, restored after): the decoded blocks are hundreds of
-  thousands of fresh, acyclic containers that live until the loop journals them, and
-  the default thresholds had the collector walk them again and again.
+  (:data:`_RUN_GC_THRESHOLD`, one raise shared with the process's other runs, restored
+  when the last ends): the decoded blocks are hundreds of thousands of fresh, acyclic
+  containers that live until the loop journals them, and the default thresholds had
+  the collector walk them again and again.
 * **Cluster.** Without ``--ray-address`` (nor ``$RAY_ADDRESS``, which Ray joins when
   given no address: probed and named as the option is) a local Ray instance is started with
   ``--workers`` CPUs (default: all; more than this machine's is refused before Ray

@@ -16,7 +16,6 @@ once the file is put back."""
 from __future__ import annotations
 
 import asyncio
-import gc
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
@@ -31,6 +30,7 @@ from dissensus.engines.ray.pool import _deciders, _release
 from dissensus.engines.ray.resume import _complete, _replayed, _seeds
 from dissensus.errors import InputError
 from dissensus.io.jsonl import Reject
+from dissensus.states.collector import raised_gc_threshold
 from dissensus.store import event_types as ev
 
 if TYPE_CHECKING:
@@ -105,29 +105,27 @@ class RayExecutor:
             ledger = _Ledger(ctx, slots=len(actors) * _DEPTH)
             flight = _Flight(ctx, todo, actors, ledger)
         collected = self._collect(ctx, blocks, complete, flight)
-        thresholds = gc.get_threshold()
-        gc.set_threshold(*_RUN_GC_THRESHOLD)
         finished = cancelled = False
-        try:
-            async for batch in collected:
-                yield batch
-            finished = True
-        except (asyncio.CancelledError, GeneratorExit):
-            cancelled = True  # the run loop stopped taking outcomes (and journals no more)
-            raise
-        finally:
+        with raised_gc_threshold(*_RUN_GC_THRESHOLD):
             try:
-                gc.set_threshold(*thresholds)
-                await collected.aclose()
-                if flight is not None and not finished:
-                    # After a deadline the run loop journals what it was handed.
-                    end = ctx.stop_at
-                    late = end is not None and asyncio.get_running_loop().time() >= end
-                    # Settled to the end even when cancelled again meanwhile (an
-                    # interrupt's ``asyncio.run`` cancels its tasks once more: _settling).
-                    await _settling(flight.abandon(handed=cancelled and not late))
+                async for batch in collected:
+                    yield batch
+                finished = True
+            except (asyncio.CancelledError, GeneratorExit):
+                cancelled = True  # the run loop stopped taking outcomes (and journals no more)
+                raise
             finally:
-                _release(actors)
+                try:
+                    await collected.aclose()
+                    if flight is not None and not finished:
+                        # After a deadline the run loop journals what it was handed.
+                        end = ctx.stop_at
+                        late = end is not None and asyncio.get_running_loop().time() >= end
+                        # Settled to the end even when cancelled again meanwhile (an
+                        # interrupt's ``asyncio.run`` cancels its tasks once more: _settling).
+                        await _settling(flight.abandon(handed=cancelled and not late))
+                finally:
+                    _release(actors)
 
     async def _collect(
         self,
@@ -181,10 +179,11 @@ async def _settling(settle: Coroutine[Any, Any, None]) -> None:
 
 
 _RUN_GC_THRESHOLD = (250_000, 20, 100)
-"""The collector's thresholds while a run's blocks come back (the process's own are
-restored after): a decoded block is some hundred thousand fresh containers (about 83,000
-for 512 synthetic 5-agent panels), alive until the loop has journalled them, which the
-default thresholds (700, 10, 10) would have the collector walk again and again (about a
+"""The collector's thresholds while a run's blocks come back, at least (one raise shared
+with the process's other runs, its original thresholds restored when the last ends:
+:func:`~dissensus.states.collector.raised_gc_threshold`): a decoded block is some
+hundred thousand fresh containers (about 83,000 for 512 synthetic 5-agent panels),
+alive until the loop has journalled them, which the default thresholds (700, 10, 10) would have the collector walk again and again (about a
 third of the driver's CPU). The first threshold is about three such blocks: one block
 being journalled while the next is decoded stays under it, so the collector runs when
 the heap grows, not once a block (50,000 had it walk about a block each time: 9 us of
