@@ -55,6 +55,7 @@ JOURNAL_ADDED = {
     "deferred",
     "events_after",
     "follow",
+    "handed",
     "lock_name",
     "newest_runs",
     "refs_after",
