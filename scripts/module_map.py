@@ -58,6 +58,7 @@ ORDER = [
     "families",
     "cases",
     "files",
+    "switches",
     "errors",
     "deprecation",
     "types",

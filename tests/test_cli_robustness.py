@@ -280,6 +280,8 @@ def test_a_device_that_is_full_as_an_output_or_rejects_file_is_one_line(tmp_path
             f"error: cannot write the {what} /dev/full: No space left on device (ENOSPC); "
         )
         assert "dissensus runs resume " in errors[0] and f"--journal {j}" in errors[0]
+        # The resume command names the run's own file, to write once there is room.
+        assert f"{option} /dev/full" in errors[0].partition("dissensus runs resume ")[2]
 
 
 def test_a_full_standard_output_names_the_rejects_file_in_its_resume_command(

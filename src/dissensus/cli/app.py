@@ -14,6 +14,24 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    """``--version``: print the installed version (as ``dissensus version`` does) and stop."""
+    if value:
+        from dissensus import __version__
+        from dissensus.cli.common import write_stdout
+
+        write_stdout(f"{__version__}\n", flush=True)
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the installed version and exit.",
+    ),
+) -> None:
     """Decide under disagreement."""

@@ -851,28 +851,15 @@ def load_json_file(path: str | Path, *, what: str = "file") -> object:
 PROGRESS_ENV = "DISSENSUS_PROGRESS"
 """The variable that turns progress on or off (:func:`progress_setting`)."""
 
-_PROGRESS_ON = ("1", "true", "yes", "on")
-_PROGRESS_OFF = ("0", "false", "no", "off")
-
 
 def progress_setting() -> bool | None:
-    """``$DISSENSUS_PROGRESS`` read: ``True`` (on whatever standard error is), ``False``
-    (off, a terminal too), ``None`` (unset or empty: a terminal's); a
-    :class:`~dissensus.errors.ConfigError` naming the values it takes for any other."""
-    value = os.environ.get(PROGRESS_ENV, "").strip().lower()
-    if not value:
-        return None
-    if value in _PROGRESS_ON:
-        return True
-    if value in _PROGRESS_OFF:
-        return False
-    from dissensus.errors import ConfigError
+    """``$DISSENSUS_PROGRESS`` read (:func:`~dissensus.switches.env_switch`): ``True``
+    (on whatever standard error is), ``False`` (off, a terminal too), ``None`` (unset or
+    empty: a terminal's); a :class:`~dissensus.errors.ConfigError` naming the values it
+    takes for any other."""
+    from dissensus.switches import env_switch
 
-    raise ConfigError(
-        f"${PROGRESS_ENV} is {quoted(os.environ[PROGRESS_ENV])}: set it to "
-        f"{', '.join(_PROGRESS_ON)} (progress on), {', '.join(_PROGRESS_OFF)} (off), "
-        "or leave it unset (progress on a terminal)"
-    )
+    return env_switch(PROGRESS_ENV, unset="progress on a terminal")
 
 
 def check_progress_setting() -> None:

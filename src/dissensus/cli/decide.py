@@ -468,20 +468,28 @@ def said_resumable(
 
 
 def _said_unwritten(
-    exc: OutputWriteError, journal: Journal, run_id: str, rejects: str | None
+    exc: OutputWriteError,
+    journal: Journal,
+    run_id: str,
+    output: str | None,
+    rejects: str | None,
 ) -> int:
     """An output (a file or standard output) could not be written (a full disk): every
     journalled step stays, and the resumed run writes the whole output again. Names the
-    resume command, with ``--output FILE`` (the output to write once there is room) and
-    the run's ``--rejects`` file, as :func:`output_option` words it (without it, the
-    lines rejected after the stop were only said on standard error); the exit code."""
+    resume command with the run's own ``--output`` file (the output to write once there
+    is room; ``--output FILE`` for a run that printed to standard output, which was what
+    was full) and its ``--rejects`` file, as :func:`output_option` words them (without
+    it, the lines rejected after the stop were only said on standard error); the exit
+    code."""
     if exc.stdout:
         silence_stdout()  # what it still holds would only fail again on the way out
-    rejects_said = output_option(None, False, rejects)
+    said = output_option(output, False, rejects)
+    if output is None:
+        said = " --output FILE" + said
     sys.stderr.write(
         f"error: {shown_message(exc)}; every journalled step of run {run_id} stays: "
-        f"dissensus runs resume {run_id}{journal_option(journal.path)} --output FILE"
-        f"{rejects_said} goes on and writes all its records once there is room\n"
+        f"dissensus runs resume {run_id}{journal_option(journal.path)}"
+        f"{said} goes on and writes all its records once there is room\n"
     )
     sys.stderr.flush()
     return exc.exit_code
@@ -567,7 +575,7 @@ def run_and_report(
     except Interrupted:
         return said_interrupted(journal, run_id, output, json_out, rejects)
     except OutputWriteError as exc:
-        return _said_unwritten(exc, journal, run_id, rejects)
+        return _said_unwritten(exc, journal, run_id, output, rejects)
     except DeadlineReached as exc:
         # The cases finished before the deadline are shown as a finished run's are (the
         # JSONL has them already); the error line that follows names the resume command.
@@ -626,7 +634,7 @@ def run_and_report(
                 watched=None if watched is None else watched.words(),
             )
         except OutputWriteError as exc:  # standard output is full: the run is journalled
-            return _said_unwritten(exc, journal, run_id, rejects)
+            return _said_unwritten(exc, journal, run_id, output, rejects)
     elif shift is not None and shift.get("shifted"):
         from dissensus.pipeline.shift import shift_words
 

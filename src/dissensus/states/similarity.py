@@ -57,7 +57,6 @@ Choices this module makes:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TypeGuard, runtime_checkable
@@ -67,6 +66,7 @@ from numpy.typing import NDArray
 
 from dissensus.errors import ConfigError, DissensusError
 from dissensus.loading import is_code_name, load_callable
+from dissensus.switches import env_switch
 
 __all__ = [
     "DEFAULT_BACKEND",
@@ -270,14 +270,16 @@ class LookupBackend(_EmbeddingMixin):
 
 
 ALLOW_CODE_ENV = "DISSENSUS_ALLOW_CODE"
-"""Environment variable (``1``/``true``) that allows code names where no setting says."""
+"""Environment variable that allows code names where no setting says (``1``/``true``/
+``yes``/``on``; ``0``/``false``/``no``/``off`` or unset: not allowed; any other value is
+refused when code is named, :func:`~dissensus.switches.env_switch`)."""
 
 
 def code_allowed(allow_code: bool | None) -> bool:
     """Whether running code named in a setting is allowed: the setting, else the environment."""
     if allow_code is not None:
         return allow_code
-    return os.environ.get(ALLOW_CODE_ENV, "").strip().lower() in ("1", "true", "yes")
+    return env_switch(ALLOW_CODE_ENV, unset="code names not allowed") is True
 
 
 def check_code_name(name: str, *, allow_code: bool | None, field: str = "similarity") -> None:
