@@ -92,3 +92,29 @@ async def test_concurrent_calls_with_one_run_id_decide_once_and_replay(
             await adecide(other, POLICY, journal=target, run_id="same")
     assert all(r == records[0] for r in records)
     assert records[0].id == "c1"
+
+
+def test_a_fresh_id_another_run_has_is_drawn_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh id is 48 random bits: one that names a run already (another panel's) is
+    not this call's run, so another is drawn; the other run stays as it was. Three
+    collisions in a row are said (``RunExists``)."""
+    import dissensus.pipeline as pipeline
+    from dissensus.store.errors import RunExists
+    from dissensus.store.journal import open_journal
+
+    path = str(tmp_path / "j.sqlite")
+    other = {**PANEL, "id": "other"}
+    first = decide(other, POLICY, journal=path, run_id="taken")
+    ids = iter(["taken", "fresh"])
+    monkeypatch.setattr(pipeline, "new_run_id", lambda: next(ids))
+    record = decide(PANEL, POLICY, journal=path)
+    assert record.id == "c1"
+    with open_journal(path) as journal:
+        assert journal.run("fresh") is not None
+        assert journal.verify("taken").ok and journal.verify("fresh").ok
+    assert decide(other, POLICY, journal=path, run_id="taken") == first  # a replay
+    monkeypatch.setattr(pipeline, "new_run_id", lambda: "taken")
+    with pytest.raises(RunExists):
+        decide(PANEL, POLICY, journal=path)

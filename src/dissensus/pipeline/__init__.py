@@ -70,6 +70,7 @@ from dissensus.signals import (
     agent_signals,
     recorded_second_answers,
 )
+from dissensus.store.errors import RunExists
 from dissensus.store.journal import Journal, open_journal
 from dissensus.types import Panel
 
@@ -172,7 +173,8 @@ async def adecide(
     A new run is created by its first write: a case without a model call commits once,
     the run, its case and ``run.finished`` together (:mod:`dissensus.pipeline.batch`).
     The fresh id made when ``run_id`` is not given is not looked up first: it names no
-    run (one taken all the same is refused at that write, :class:`RunExists`).
+    run (one taken all the same is refused at that write, and another fresh id is drawn,
+    three in all before :class:`RunExists`).
     """
     panel = _panel(panel)
     if policy_dir is not None and not isinstance(policy_dir, str | os.PathLike):
@@ -208,24 +210,43 @@ async def adecide(
         if isinstance(journal, Journal)
         else open_journal(os.fspath(journal) if journal is not None else ":memory:")
     )
-    rid = run_id or new_run_id()
     text = panel.model_dump_json() + "\n"
-    gate = (store.path, rid)
     try:
-        # Calls with this run id running in this process are waited for: the first
-        # decides, the others then replay its run (as sequential calls do).
-        while (running := _RUNNING.get(gate)) is not None:
-            await asyncio.shield(asyncio.wrap_future(running))
-        mine: concurrent.futures.Future[None] = concurrent.futures.Future()
-        _RUNNING[gate] = mine
-        try:
-            return await _decide_as(store, panel, spec, rid, text, fresh=run_id is None)
-        finally:
-            _RUNNING.pop(gate, None)
-            mine.set_result(None)
+        if run_id:
+            return await _decide_gated(store, panel, spec, run_id, text, fresh=False)
+        for attempt in range(_FRESH_ATTEMPTS):
+            try:
+                return await _decide_gated(store, panel, spec, new_run_id(), text, fresh=True)
+            except RunExists:
+                # A fresh id another run already had (48 random bits): that run is not
+                # this call's, so another id is drawn rather than the chosen id's advice.
+                if attempt == _FRESH_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
     finally:
         if own:
             store.close()
+
+
+_FRESH_ATTEMPTS = 3
+"""Fresh ids :func:`adecide` draws before a collision is said (:class:`RunExists`)."""
+
+
+async def _decide_gated(
+    store: Journal, panel: Panel, spec: RunSpec, rid: str, text: str, *, fresh: bool
+) -> CaseRecord:
+    """:func:`_decide_as`, after the calls with this run id running in this process: the
+    first decides, the others then replay its run (as sequential calls do)."""
+    gate = (store.path, rid)
+    while (running := _RUNNING.get(gate)) is not None:
+        await asyncio.shield(asyncio.wrap_future(running))
+    mine: concurrent.futures.Future[None] = concurrent.futures.Future()
+    _RUNNING[gate] = mine
+    try:
+        return await _decide_as(store, panel, spec, rid, text, fresh=fresh)
+    finally:
+        _RUNNING.pop(gate, None)
+        mine.set_result(None)
 
 
 _RUNNING: dict[tuple[str, str], concurrent.futures.Future[None]] = {}
