@@ -441,3 +441,27 @@ def test_an_empty_key_variable_is_refused_as_empty_not_taken_as_unset(
         Members.open(settings)
     assert caught.value.field == "panel.members.0.model"
     assert server.requests_received == 0
+
+
+def test_a_404_from_a_base_url_without_v1_says_the_v1_is_most_likely_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``OPENAI_BASE_URL=http://host:8000`` (no ``/v1``) asked ``/chat/completions``, which
+    an OpenAI-compatible server does not serve: the 404 says what most likely went wrong.
+    A 404 under ``/v1/`` (a model the server lacks) says nothing more."""
+    with FakeServer(parse_script({"default": "fine"})) as srv:
+        root = srv.base_url.removesuffix("/v1")
+        assert root != srv.base_url
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        said = []
+        for url in (root, srv.base_url + "/nothing/v2"):
+            monkeypatch.setenv("OPENAI_BASE_URL", url)
+            client = resolve_model("openai:m", settings=ClientSettings(max_retries=0))
+            with pytest.raises(ModelCallError) as exc:
+                client.chat_sync(ChatRequest(messages=[Message(role="user", content="hi")]))
+            client.close()
+            said.append(str(exc.value))
+    assert "HTTP 404" in said[0]
+    assert "the request went to /chat/completions" in said[0]
+    assert "the base URL most likely lacks its /v1" in said[0]
+    assert "HTTP 404" in said[1] and "lacks its /v1" not in said[1]

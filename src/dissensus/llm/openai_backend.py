@@ -743,6 +743,18 @@ def _unchained(error: BackendError) -> BackendError:
     return error
 
 
+def missing_v1_hint(status: int, path: str) -> str:
+    """What a 404 from a path without ``/v1/`` most likely means: a base URL given
+    without its ``/v1`` (``http://host:8000`` where the server answers
+    ``http://host:8000/v1/chat/completions``); empty for any other answer."""
+    if status != 404 or "/v1/" in path:
+        return ""
+    return (
+        f" (the request went to {path}: OpenAI-compatible servers answer under /v1, "
+        "so the base URL most likely lacks its /v1, e.g. http://host:8000/v1)"
+    )
+
+
 class OpenAIBackend:
     """One chat completion per :meth:`send` through ``AsyncOpenAI``."""
 
@@ -1004,6 +1016,7 @@ class OpenAIBackend:
             structured=structured,
             refused=refused,
             cut=cut,
+            hint=missing_v1_hint(exc.status_code, exc.response.request.url.path),
         )
 
     def _unreachable_failure(self, client: AsyncOpenAI, why: str) -> BackendError:
@@ -1032,15 +1045,17 @@ class OpenAIBackend:
         structured: bool,
         refused: bool = False,
         cut: bool = False,
+        hint: str = "",
     ) -> BackendError:
-        """The :class:`BackendError` of an HTTP error status (shared by every transport).
+        """The :class:`BackendError` of an HTTP error status (shared by every transport),
+        ``hint`` after the server's text (:func:`missing_v1_hint`).
         A refused key (401, 403, or the SDK's exceptions for them: ``refused``) keeps the
         status and a fixed message, never the server's ("Secrets")."""
         if refused or status in _AUTH_STATUSES:
             return BackendError(
                 self._refusal(status), kind="client_error", retryable=False, status=status
             )
-        message = f"HTTP {status}: {self._server_text(server_message, cut=cut)}"
+        message = f"HTTP {status}: {self._server_text(server_message, cut=cut)}{hint}"
         retry_after = parse_retry_after(retry_after_header)
         if status == 429:
             return BackendError(
