@@ -123,6 +123,40 @@ deadline and with the event loop serving nothing else. It is above the linear bu
 any answer up to 32,768 characters (one text field of a panel), which is unchanged."""
 
 
+def _value_end(text: str, start: int, limit: int) -> tuple[int | None, int]:
+    """Where the bracket value opening at ``start`` ends (the index after its closing
+    bracket), string-aware, and how many characters were read to find it; ``None`` when
+    it does not close within ``limit`` characters read: the text ends first, a bracket
+    closes the wrong opener, or it nests deeper than :data:`MAX_DEPTH`. The one scanner
+    of both readings (:func:`_balanced_spans`, :func:`_outer_values`)."""
+    stack: list[str] = []
+    in_string = False
+    escaped = False
+    stop = min(len(text), start + limit)
+    for end in range(start, stop):
+        ch = text[end]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in _CLOSE:
+            if len(stack) >= MAX_DEPTH:
+                return None, end + 1 - start
+            stack.append(_CLOSE[ch])
+        elif ch in "}]":
+            if not stack or stack.pop() != ch:
+                return None, end + 1 - start
+            if not stack:
+                return end + 1, end + 1 - start
+    return None, stop - start
+
+
 def _balanced_spans(text: str) -> Iterator[str]:
     """Every balanced bracket span, in order of its opening bracket (string-aware), at
     most :data:`MAX_DEPTH` deep, within the scan's budget (:data:`SCAN_STEPS_PER_CHAR`)."""
@@ -130,34 +164,12 @@ def _balanced_spans(text: str) -> Iterator[str]:
     for start, opener in enumerate(text):
         if opener not in _CLOSE:
             continue
-        stack: list[str] = []
-        in_string = False
-        escaped = False
-        for end in range(start, len(text)):
-            budget -= 1
-            if budget < 0:
-                return
-            ch = text[end]
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif ch == "\\":
-                    escaped = True
-                elif ch == '"':
-                    in_string = False
-                continue
-            if ch == '"':
-                in_string = True
-            elif ch in _CLOSE:
-                if len(stack) >= MAX_DEPTH:
-                    break
-                stack.append(_CLOSE[ch])
-            elif ch in "}]":
-                if not stack or stack.pop() != ch:
-                    break
-                if not stack:
-                    yield text[start : end + 1]
-                    break
+        if budget <= 0:
+            return
+        end, read = _value_end(text, start, budget)
+        budget -= read
+        if end is not None:
+            yield text[start:end]
 
 
 def _candidates(text: str) -> Iterator[str]:
@@ -182,37 +194,11 @@ def _outer_values(text: str) -> tuple[list[tuple[int, int]], int]:
         if text[i] not in _CLOSE:
             i += 1
             continue
-        start = i
-        stack: list[str] = []
-        in_string = False
-        escaped = False
-        closed = False
-        for end in range(start, n):
-            ch = text[end]
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif ch == "\\":
-                    escaped = True
-                elif ch == '"':
-                    in_string = False
-                continue
-            if ch == '"':
-                in_string = True
-            elif ch in _CLOSE:
-                if len(stack) >= MAX_DEPTH:
-                    break
-                stack.append(_CLOSE[ch])
-            elif ch in "}]":
-                if stack.pop() != ch:
-                    break
-                if not stack:
-                    spans.append((start, end + 1))
-                    i = end + 1
-                    closed = True
-                    break
-        if not closed:
-            return spans, start
+        end, _ = _value_end(text, i, n)
+        if end is None:
+            return spans, i
+        spans.append((i, end))
+        i = end
     return spans, n
 
 
