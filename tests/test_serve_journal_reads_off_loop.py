@@ -73,7 +73,7 @@ CASES: dict[str, tuple[str, tuple[str, ...], Callable[[str], str], str]] = {
         "sub",
     ),
     "review list": ("desk", ("items",), lambda run: "/v1/review?limit=10000", "rev"),
-    "queue search": ("journal", ("events_at",), lambda run: "/review?q=tax", "page"),
+    "queue search": ("journal", ("follow",), lambda run: "/review?q=tax", "page"),
     # A run this process does not hold (finished long ago, or another process's): its
     # document and its event stream are read from the journal.
     "run shown": ("journal", ("run",), lambda run: f"/v1/runs/{run}", "sub"),

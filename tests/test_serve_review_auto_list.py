@@ -1,9 +1,11 @@
 """The list of automatic decisions reads only the case records journalled since the last
-time it was listed: a journal of many escalated cases took seconds per page (every case
-record's payload read and parsed on each list, 5.8 s at 50,000)."""
+time it was listed (the runs that changed): a journal of many escalated cases took
+seconds per page (every case record's payload read and parsed on each list, 5.8 s at
+50,000)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,18 +43,25 @@ def _expected(journal: Journal) -> list[str]:
     ]
 
 
-def _counting(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many case records each read of them across runs yielded."""
+def _counting(monkeypatch: pytest.MonkeyPatch, type: str) -> list[int]:
+    """How many runs each read of the events of ``type`` across runs read the events of
+    (a full read included, as every run)."""
     reads: list[int] = []
-    real = journal.events_of_type
+    real, follow = Journal.events_of_type, Journal.follow
 
-    def counted(type: str, **kwargs: Any) -> Iterator[Any]:
-        got = list(real(type, **kwargs))
-        if type == ev.CASE_RECORD:
-            reads.append(len(got))
-        return iter(got)
+    def counted(self: Journal, of: str, **kwargs: Any) -> Iterator[Any]:
+        if of == type:
+            reads.append(len(self.runs()))
+        return real(self, of, **kwargs)
 
-    monkeypatch.setattr(journal, "events_of_type", counted)
+    def followed(self: Journal, of: str, *args: Any, **kwargs: Any) -> Any:
+        state = follow(self, of, *args, **kwargs)
+        if of == type:
+            reads.append(state.read_runs)
+        return state
+
+    monkeypatch.setattr(Journal, "events_of_type", counted)
+    monkeypatch.setattr(Journal, "follow", followed)
     return reads
 
 
@@ -65,13 +74,14 @@ async def test_the_automatic_list_reads_only_new_case_records(
         desk = ReviewDesk(journal, claim_ttl_s=60)
         expected = _expected(journal)
         assert len(expected) == 4
-        reads = _counting(journal, monkeypatch)
+        reads = _counting(monkeypatch, ev.CASE_RECORD)
         assert desk.auto_cases() == expected
         assert desk.auto_cases() == expected
-        assert reads == [8]  # the second list read no case record
+        assert reads == [4, 0]  # the second list read no case record
         await _decide(tmp_path, "r4")
-        assert desk.auto_cases() == _expected(journal)
-        assert reads[1] <= 4 < 10  # the new run's two (and the last run's, read at its time)
+        listed = desk.auto_cases()
+        assert reads[2:] == [1]  # the new run's
+        assert listed == _expected(journal)
         assert desk.auto_cases(audited=True) == _expected(journal)
 
 
@@ -101,16 +111,7 @@ async def test_the_queue_page_reads_each_runs_start_once(
     the starts journalled since the last one."""
     for i in range(4):
         await _decide(tmp_path, f"r{i}")
-    starts: list[int] = []
-    real = Journal.events_of_type
-
-    def counted(self: Journal, type: str, **kwargs: Any) -> Iterator[Any]:
-        got = list(real(self, type, **kwargs))
-        if type == ev.RUN_STARTED:
-            starts.append(len(got))
-        return iter(got)
-
-    monkeypatch.setattr(Journal, "events_of_type", counted)
+    starts = _counting(monkeypatch, ev.RUN_STARTED)
     quiet = tmp_path / "no-audits.yaml"
     async with client_for(settings(tmp_path, policy=str(quiet))) as client:
         await login(client, "rev")
@@ -132,9 +133,9 @@ async def test_a_listed_case_the_journal_no_longer_holds_reads_the_list_again(
         assert (await client.get("/review?status=automatic")).status_code == 200
         desk = client._transport.app.state.service.desk  # type: ignore[attr-defined]
         with desk._records_lock:
-            desk._records.auto[("gone", 1)] = "1"
-            desk._runs["gone"] = ("0000", RUN_KIND)
+            state = desk._records.state
+            desk._records._state = dataclasses.replace(state, values=(*state.values, ("gone", "1")))
         page = await client.get("/review?status=automatic")
         assert page.status_code == 200, page.text[:300]
         assert "gone.1" not in page.text and "r0-a" in page.text
-        assert ("gone", 1) not in desk._records.auto
+        assert ("gone", "1") not in desk._records.state.values

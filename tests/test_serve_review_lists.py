@@ -104,12 +104,18 @@ def test_a_text_search_reads_each_item_once_and_follows_the_queue(tmp_path: Path
         ids = lambda **kw: [e.review_id for e in desk.order(**kw)]  # noqa: E731
         assert ids(text="tax rule") == [tax]
         assert ids(text="two") == ["two.1"]  # the case id
-        read = []
-        events_at = journal.events_at
-        journal.events_at = lambda refs: read.append(len(refs)) or events_at(refs)  # type: ignore[method-assign]
-        assert ids(text="rule") == [tax, "two.1"] and read == []  # remembered
+        read: list[int] = []
+        follow = journal.follow
+
+        def followed(*args: Any, **kwargs: Any) -> Any:
+            state = follow(*args, **kwargs)
+            read.append(state.read_runs)
+            return state
+
+        journal.follow = followed  # type: ignore[method-assign]
+        assert ids(text="rule") == [tax, "two.1"] and read == [0]  # remembered
         later = escalate(journal, "three", "Which tax applies?")
-        assert ids(text="tax") == [tax, later] and read == [1]  # only the new item is read
+        assert ids(text="tax") == [tax, later] and read == [0, 1]  # only the new run is read
         resolve(journal, tax, decision="1", note="ok", reviewer="r")
         assert [(e.review_id, e.resolved) for e in desk.order(text="tax")] == [
             (tax, True),

@@ -127,7 +127,9 @@ class _Journal:
         self.reads += 1
         return iter(list(self.events))
 
-    def follow(self, type: str, keep: Callable[[Any], Any], before: Any = None) -> Followed[Any]:
+    def follow(
+        self, type: str, keep: Callable[[Any], Any], before: Any = None, **_: Any
+    ) -> Followed[Any]:
         """Every case read, as one run (a read the watch makes)."""
         assert type == ev.CASE_ACCEPTANCE
         self.reads += 1

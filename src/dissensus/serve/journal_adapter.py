@@ -46,31 +46,35 @@ decide differently.
   :data:`~dissensus.cases.QUESTION_KEYS`, else a chat panel's last ``user`` message),
   the case id or the reason, ignoring case. The entries come from the review index as
   for the unfiltered queue; the text of each item is read from its ``review.opened``
-  payload the first time it is searched (no item is validated) and then remembered by
-  the desk (:data:`SEARCH_CACHE_ITEMS`), since a journalled event never changes.
+  payload (no item is validated) and remembered by the desk as the next bullet says; a
+  journal of more than :data:`SEARCH_CACHE_ITEMS` review items has the texts of the
+  entries searched read for each search instead, and none remembered.
 * **Automatic decisions** to audit (:meth:`ReviewDesk.auto_cases`) are the
   ``case.record`` events with ``auto: true`` of the journal's decide runs, in run then
-  line order; the panel is shown without ``meta.gold``, as in review items. Those of
-  every run are read by type across the journal (two queries), so the list of a
-  journal of many one-case runs (the chat door's) costs its cases, not three queries
-  per run. The desk remembers which case records it has read and which of them were
-  committed automatically (a journalled event never changes): a list reads only the
-  records journalled since the newest it read (``events_of_type(..., since=...)``,
-  which come in run order, not time order: each is compared with the newest time read
-  before the list, and the records read at that time), and the whole list again when
-  the journal's count of case records says one was journalled late with an earlier time
-  (another server's, or a run resumed), or when the newest record it read is no longer
-  the journal's (its run and sequence number hold another hash, or nothing: the journal
-  was restored from a backup, which a count alone does not show once as many records
-  were journalled again). A listed case the journal no longer holds drops what the desk
-  remembers and the list is read again, never a 404 page. What it remembers grows with
-  the journal's automatic decisions (about 220 bytes each: 22 MB at 100,000), not with
-  its escalated cases; a restart starts afresh. A page of the list costs
-  the records journalled since the last one, not every case record the journal holds
-  (5.8 s at 50,000 escalated cases and no automatic decision, before). The acceptance
-  files the runs' starts name (:meth:`ReviewDesk.acceptance_files`, which the queue
-  page's acceptance monitor reads) are kept the same way: a run's start holds its
-  file's calibration, and every queue page read every one.
+  line order; the panel is shown without ``meta.gold``, as in review items. A listed
+  case the journal no longer holds (it changed between the list and the case's read)
+  drops what the desk remembers and the list is read again, never a 404 page.
+* **What the desk remembers** of the journal: the automatically committed cases of the
+  decide runs' case records, the acceptance files the runs' starts name
+  (:meth:`ReviewDesk.acceptance_files`, which the queue page's acceptance monitor reads:
+  a run's start holds its file's calibration, 150 kB for the LLMBar file) and the search
+  text of each review item. Each is kept by a
+  :class:`~dissensus.store.follow.TypeFollower` (:mod:`dissensus.store.follow` says how):
+  per run, what was read of it and how far (its number of events and head hash), so a
+  page reads the runs' heads (one light row per run) and only the events of the runs
+  that changed since the last page, in one snapshot. What the desk shows is thus what a
+  read of every event would show whenever it is shown: a journal restored from a
+  backup, or replaced by another, or a run written again, is read again where it
+  differs, even when it holds as many events of each type and the same newest one as
+  before (a count and the newest event, which the desk checked before, showed the cases
+  read before such a restore). A run's kind is read with its head each time, so a run
+  that is no longer a decide run leaves the list. The first page after a start reads
+  every decide run's case records and every run's start once (minutes at 20,000 runs
+  deciding with the LLMBar file), then only what changed; a restart starts afresh. What
+  is remembered grows with the journal's runs, not capped but for the search texts (the
+  bullet above): 42 MB at 20,000 runs each holding one automatic decision and one
+  review item (2 kB a run: each run's head is kept three times), plus one copy of each
+  acceptance file.
 * "Resolved today" counts a reviewer's ``review.resolved`` events since midnight UTC
   (an undone resolution still counts: it was work done).
 * **Undo** goes through :func:`dissensus.pipeline.review.reopen` with the token's name
@@ -98,9 +102,9 @@ decide differently.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -125,6 +129,7 @@ from dissensus.quoting import quote_short
 from dissensus.serve.case_view import OptionView, option_views, options_named
 from dissensus.store import ClaimConflict, Event, IndexEntry, Journal, open_journal
 from dissensus.store import event_types as ev
+from dissensus.store.follow import TypeFollower
 from dissensus.store.review_index import REVIEW_RESOLVED
 
 __all__ = [
@@ -275,8 +280,8 @@ def _search_text(panel: dict[str, Any], case_id: str, reason: str) -> str:
 
 
 SEARCH_CACHE_ITEMS = 200_000
-"""Review items whose search text a desk remembers (about 100 MB at most); past that it
-starts afresh."""
+"""Review items whose search texts a desk remembers at most (about 100 MB); a journal
+holding more has the texts of the entries searched read for each search."""
 
 
 class AutoCase(BaseModel):
@@ -292,69 +297,53 @@ class AutoCase(BaseModel):
     """The ``review.confirmed`` event, once audited."""
 
 
-class _Read:
-    """What the desk keeps of the journal's events of one type, read so far: how many it
-    has read, the time of the newest and which events were read at that time, and which
-    event the newest read is (the module docstring says why); :meth:`take` keeps what a
-    page needs of each."""
+def _auto_case(event: Event) -> tuple[str, str] | None:
+    """``(run, case)`` of a ``case.record`` event committed automatically, else ``None``."""
+    if event.payload.get("auto") and event.payload.get("decision") is not None:
+        return event.run_id, str(event.case)
+    return None
+
+
+def _opened_text(event: Event) -> tuple[str, str]:
+    """The review id of a ``review.opened`` event and what a text search of it matches."""
+    payload = event.payload
+    panel = payload.get("panel")
+    return (
+        str(payload.get("review_id")),
+        _search_text(
+            panel if isinstance(panel, dict) else {},
+            str(payload.get("id", "")),
+            str(payload.get("reason", "")),
+        ),
+    )
+
+
+class _AcceptanceFiles:
+    """The acceptance files the ``run.started`` events name, as a
+    :class:`~dissensus.store.follow.TypeFollower` keeps them: ``(sha256, file)`` of each
+    start naming one, equal files one object (a file's calibration is 150 kB, and every
+    run deciding with it holds a copy)."""
 
     def __init__(self) -> None:
-        self.count = 0
-        self.since: str | None = None
-        self.at_since: set[tuple[str, int]] = set()
-        self.newest: tuple[str, int, str] | None = None
-        """``(run, seq, hash)`` of an event read at :attr:`since`: the journal must still
-        hold it, else it was restored or replaced and everything is read again."""
+        self.shared: dict[str, dict[str, Any]] = {}
+        """The object kept for each sha256 (the first copy read)."""
 
-    def take(self, event: Event) -> None:
-        raise NotImplementedError
-
-    def read(self, events: Iterator[Event]) -> None:
-        """Take in ``events`` (those journalled at or after :attr:`since`, in run order,
-        not time order), skipping the ones already read at that time. Each is compared
-        with the time and keys as they were before this read."""
-        since, seen = self.since, frozenset(self.at_since)
-        for e in events:
-            key = (e.run_id, e.seq)
-            if since is not None and (e.at < since or (e.at == since and key in seen)):
-                continue
-            self.count += 1
-            self.take(e)
-            if self.since is None or e.at > self.since:
-                self.since, self.at_since = e.at, {key}
-                self.newest = (e.run_id, e.seq, e.hash)
-            elif e.at == self.since:
-                self.at_since.add(key)
-
-
-class _AutoRecords(_Read):
-    """The automatically committed cases among the ``case.record`` events read, by
-    ``(run, seq)``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.auto: dict[tuple[str, int], str] = {}
-
-    def take(self, event: Event) -> None:
-        if event.payload.get("auto") and event.payload.get("decision") is not None:
-            self.auto[(event.run_id, event.seq)] = str(event.case)
-
-
-class _AcceptanceFiles(_Read):
-    """The acceptance files the ``run.started`` events read name, by sha256 (the first
-    run's copy of each)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.files: dict[str, dict[str, Any]] = {}
-
-    def take(self, event: Event) -> None:
+    def keep(self, event: Event) -> tuple[str, dict[str, Any]] | None:
         acc = event.payload.get("acceptance")
-        if isinstance(acc, dict) and acc.get("sha256"):
-            self.files.setdefault(str(acc["sha256"]), acc)
+        if not isinstance(acc, dict) or not acc.get("sha256"):
+            return None
+        sha = str(acc["sha256"])
+        known = self.shared.setdefault(sha, acc)
+        return sha, known if known == acc else acc
 
-
-R = TypeVar("R", bound=_Read)
+    def files(self, kept: Iterator[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+        """The first file of each sha256 among ``kept`` (the follower's values, in run
+        order); only those are shared from then on."""
+        found: dict[str, dict[str, Any]] = {}
+        for sha, acc in kept:
+            found.setdefault(sha, acc)
+        self.shared = dict(found)
+        return found
 
 
 class ReviewDesk:
@@ -366,18 +355,27 @@ class ReviewDesk:
         self.journal = journal
         self.claim_ttl_s = claim_ttl_s
         self.max_field_chars = max_field_chars
-        self._searched: dict[tuple[str, int], tuple[str, str]] = {}
-        """``(run, seq)`` of a ``review.opened`` event: its review id and search text."""
+        self._opened: TypeFollower[tuple[str, str]] = TypeFollower(ev.REVIEW_OPENED, _opened_text)
+        """The review id and search text of each ``review.opened`` event."""
+        self._texts: dict[tuple[str, int], tuple[str, str]] = {}
+        """What :attr:`_opened` kept, by ``(run, seq)``."""
+        self._texts_of = (0, 0)
+        """The serial of the state :attr:`_texts` holds, and its number of runs."""
         self._search_lock = threading.Lock()
-        """Held while :attr:`_searched` is read and filled (searches run in worker threads)."""
-        self._records = _AutoRecords()
-        """The automatically committed cases of the journal's case records read so far."""
+        """Held while :attr:`_opened` and :attr:`_texts` are read (searches run in worker
+        threads)."""
+        self._records: TypeFollower[tuple[str, str]] = TypeFollower(
+            ev.CASE_RECORD, _auto_case, kind=RUN_KIND
+        )
+        """The automatically committed cases of the decide runs' case records."""
         self._records_lock = threading.Lock()
-        """Held while :attr:`_records` is brought up to date (pages run in worker threads)."""
-        self._files = _AcceptanceFiles()
-        """The acceptance files of the ``run.started`` events read so far."""
-        self._runs: dict[str, tuple[str, str] | None] = {}
-        """A run's ``(created, kind)`` (``None``: no such run), which never changes."""
+        """Held while :attr:`_records` or :attr:`_files` is read (pages run in worker
+        threads)."""
+        self._acceptance = _AcceptanceFiles()
+        self._files: TypeFollower[tuple[str, dict[str, Any]]] = TypeFollower(
+            ev.RUN_STARTED, self._acceptance.keep
+        )
+        """The acceptance files of the ``run.started`` events."""
 
     def _bounded(self, **texts: str | None) -> None:
         """:class:`TextTooLong` naming the first of ``texts`` over ``max_field_chars``."""
@@ -487,39 +485,51 @@ class ReviewDesk:
 
     def _search_texts(self, entries: list[IndexEntry]) -> dict[tuple[str, int], str]:
         """What a text search matches of each entry (:func:`_search_text`), by ``(run,
-        seq)`` of its ``review.opened`` event: read from the events' payloads (one query
-        per hundred, no item validated) the first time, then remembered, since a
-        journalled event never changes; one search at a time fills it (the queue page
-        searches in worker threads)."""
+        seq)`` of its ``review.opened`` event: from the ``review.opened`` events read so
+        far and those journalled since (:attr:`_opened`, see the module docstring); one
+        search at a time reads them (the queue page searches in worker threads). Past
+        :data:`SEARCH_CACHE_ITEMS` review items, the entries' events are read for each
+        search instead, and nothing is remembered."""
         with self._search_lock:
-            return self._search_texts_held(entries)
+            if self.journal.count_of_type(ev.REVIEW_OPENED) > SEARCH_CACHE_ITEMS:
+                self._opened.forget()
+                self._texts, self._texts_of = {}, (0, 0)
+                return self._read_texts(entries)
+            texts = self._texts_now()
+            out: dict[tuple[str, int], str] = {}
+            missing: list[IndexEntry] = []
+            for e in entries:
+                found = texts.get((e.run_id, e.seq))
+                if found is not None and found[0] == e.review_id:
+                    out[(e.run_id, e.seq)] = found[1]
+                else:  # journalled since the read, or an index row the events do not match
+                    missing.append(e)
+        return out | self._read_texts(missing) if missing else out
 
-    def _search_texts_held(self, entries: list[IndexEntry]) -> dict[tuple[str, int], str]:
-        known = self._searched
-        missing = [
-            (e.run_id, e.seq)
-            for e in entries
-            if known.get((e.run_id, e.seq), ("", ""))[0] != e.review_id
-        ]
-        if len(known) + len(missing) > SEARCH_CACHE_ITEMS:
-            known.clear()
-        for start in range(0, len(missing), 500):
-            for ref, event in self.journal.events_at(missing[start : start + 500]).items():
-                payload = event.payload
-                panel = payload.get("panel")
-                known[ref] = (
-                    str(payload.get("review_id")),
-                    _search_text(
-                        panel if isinstance(panel, dict) else {},
-                        str(payload.get("id", "")),
-                        str(payload.get("reason", "")),
-                    ),
-                )
-        return {
-            (e.run_id, e.seq): known[(e.run_id, e.seq)][1]
-            for e in entries
-            if (e.run_id, e.seq) in known
-        }
+    def _texts_now(self) -> dict[tuple[str, int], tuple[str, str]]:
+        """The review id and search text of every ``review.opened`` event by ``(run,
+        seq)``, as :attr:`_opened` reads them now (with the lock held): the new runs'
+        added when only runs after those read before are new, else gathered anew."""
+        state = self._opened.read(self.journal)
+        serial, read = self._texts_of
+        if state.serial != serial:
+            if state.extends is None or state.extends != serial:
+                self._texts, read = {}, 0
+            for run_id in state.order[read:]:
+                for seq, found in state.runs[run_id].kept:
+                    self._texts[(run_id, seq)] = found
+            self._texts_of = (state.serial, len(state.order))
+        return self._texts
+
+    def _read_texts(self, entries: list[IndexEntry]) -> dict[tuple[str, int], str]:
+        """:meth:`_search_texts` of ``entries`` read from their events (one query per
+        500), not remembered."""
+        refs = [(e.run_id, e.seq) for e in entries]
+        out: dict[tuple[str, int], str] = {}
+        for start in range(0, len(refs), 500):
+            for ref, event in self.journal.events_at(refs[start : start + 500]).items():
+                out[ref] = _opened_text(event)[1]
+        return out
 
     def last_resolution(self, reviewer: str, within_s: float) -> ResolutionInfo | None:
         """``reviewer``'s latest resolution that still stands and is at most ``within_s``
@@ -588,55 +598,25 @@ class ReviewDesk:
         then line order, from the case records read so far and those journalled since
         (the module docstring says how)."""
         with self._records_lock:
-            self._records = self._caught_up(self._records, ev.CASE_RECORD, _AutoRecords)
-            placed = []
-            for (run_id, seq), case in self._records.auto.items():
-                if run_id not in self._runs:
-                    info = self.journal.run(run_id, missing_ok=True)
-                    self._runs[run_id] = None if info is None else (info.created, info.kind)
-                run = self._runs[run_id]
-                if run is not None and run[1] == RUN_KIND:
-                    placed.append((run[0], run_id, seq, case))
-        return [(run_id, case) for _, run_id, _, case in sorted(placed)]
-
-    def _caught_up(self, seen: R, type: str, fresh: Callable[[], R]) -> R:
-        """``seen`` with the events of ``type`` journalled since its newest read; a
-        ``fresh`` one that read them all when the newest event it read is no longer in the
-        journal (restored from a backup, or replaced) or when the journal's count says one
-        was journalled late with an earlier time (another server's). Called with the lock
-        held."""
-        if seen.newest is not None:
-            run_id, seq, digest = seen.newest
-            held = self.journal.event_at(run_id, seq)
-            if held is None or held.hash != digest:
-                self._runs.clear()
-                seen = fresh()
-        total = self.journal.count_of_type(type)
-        if seen.count != total:
-            seen.read(self.journal.events_of_type(type, since=seen.since))
-        if seen.count != total:
-            seen = fresh()
-            seen.read(self.journal.events_of_type(type))
-        return seen
+            return list(self._records.read(self.journal).kept())
 
     def forget(self) -> None:
-        """Drop what the desk remembers of the journal's case records, run starts and
-        runs, so the next list reads them all again (a listed case the journal no longer
-        holds: it was restored from a backup)."""
+        """Drop what the desk remembers of the journal's case records and run starts, so
+        the next list reads them all again (a listed case the journal no longer holds:
+        it changed between the list and the case's read)."""
         with self._records_lock:
-            self._records = _AutoRecords()
-            self._files = _AcceptanceFiles()
-            self._runs.clear()
+            self._records.forget()
+            self._files.forget()
 
     def acceptance_files(self) -> dict[str, dict[str, Any]]:
-        """The acceptance file of every run that decided with one, by sha256, as the
-        acceptance monitor reads them (:func:`~dissensus.pipeline.audit.monitor_status`),
-        from the ``run.started`` events read so far and those journalled since: a run's
-        start holds its calibration (150 kB for the LLMBar file), and a read of every
-        run's on each queue page grew with every run the journal holds."""
+        """The acceptance file of every run that decided with one, by sha256 (the first
+        run's copy of each), as the acceptance monitor reads them
+        (:func:`~dissensus.pipeline.audit.monitor_status`), from the ``run.started``
+        events read so far and those journalled since: a run's start holds its
+        calibration (150 kB for the LLMBar file), and a read of every run's on each queue
+        page grew with every run the journal holds."""
         with self._records_lock:
-            self._files = self._caught_up(self._files, ev.RUN_STARTED, _AcceptanceFiles)
-            return dict(self._files.files)
+            return self._acceptance.files(self._files.read(self.journal).kept())
 
     def auto_case(self, ref: str) -> AutoCase:
         """One automatically committed case (:class:`UnknownItem` for any other ref)."""

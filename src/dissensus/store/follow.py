@@ -37,10 +37,17 @@ Choices this module makes:
 * **A failed read changes nothing.** The new state is built aside and kept only when
   the whole read succeeded: a read that fails (the journal busy, the connection lost,
   a damaged row) leaves the follower as it was, and the next read starts from there.
-* **Another journal.** The state is keyed by the journal's name: given a journal of
-  another name, the follower starts afresh.
+* **Another journal.** The state is keyed by the journal's name (and the type and run
+  kind followed): given a journal of another name, the follower starts afresh.
+* **Runs of one kind.** Given a run kind, a read takes only the runs of that kind: their
+  heads and their order are read with the kind (the runs' table says it at every read),
+  so a run whose kind is no longer that one is dropped and a run that became one is read
+  whole; the count is then the events of the type those runs hold.
 * **Cost.** A read costs the journal's runs' heads (one light row per run, no payload)
-  and the events of the type in the runs that changed since the last read. When many
+  and the events of the type in the runs that changed since the last read; when every
+  head is the one read last time, in the same order (nothing was journalled), the heads
+  (and every run's time) are compared at once, not run by run, and the order is not
+  read again. When many
   runs changed (a first read), their events of the type are read in one query rather
   than a query per hundred runs. When the only runs that changed are new ones after
   every run read before (one-case runs, as the one-panel doors make them), the values
@@ -53,8 +60,8 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar, cast
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from dissensus.store.events import Event, EventRow, event_from_row
 
@@ -74,7 +81,7 @@ _CHUNK = 100
 
 _SERIALS = itertools.count(1)
 
-_ORDER = "SELECT run_id FROM runs ORDER BY created, run_id"
+_ORDER = "SELECT run_id FROM runs{where} ORDER BY created, run_id"
 """The runs in the order a read of events across runs lists them."""
 
 
@@ -113,6 +120,11 @@ class Followed(Generic[T]):
     extends: int | None = None
     """The :attr:`serial` of the state whose :attr:`values` begin this one's (``None``:
     read anew)."""
+    kind: str | None = None
+    """The kind of the runs read (``None``: every run)."""
+    heads: Sequence[tuple[Any, ...]] = ()
+    """The runs' heads as read (``run_id``, number of events, head hash, creation time),
+    in the order the table gave them."""
 
     def kept(self) -> Iterator[T]:
         """The kept values in full-read order (run order, then sequence)."""
@@ -124,24 +136,46 @@ def follow(
     type: str,
     keep: Callable[[Event], T | None],
     before: Followed[T] | None,
+    *,
+    kind: str | None = None,
 ) -> Followed[T]:
     """The state after ``before`` (``None``: nothing read yet), read in one snapshot
-    (see the module docstring); ``before`` itself is never changed."""
-    if before is not None and (before.journal != backend.path or before.type != type):
+    (see the module docstring); ``before`` itself is never changed. With ``kind``, only
+    the runs of that kind are read."""
+    if before is not None and (
+        before.journal != backend.path or before.type != type or before.kind != kind
+    ):
         before = None
+    where, of_kind = ("", ()) if kind is None else (" WHERE kind = ?", (kind,))
     known: Mapping[str, RunRead[T]] = before.runs if before is not None else {}
     with backend.errors(), backend.snapshot():
         # The heads in the table's own order (its pages read once each) and the order
         # from the runs' index alone: a lookup of each run's row by the index would
         # read the table's pages (spread among the events') once per run.
-        heads = backend.values("SELECT run_id, n_events, head_hash FROM runs")
-        order = tuple(row[0] for row in backend.values(_ORDER))
-        count = int(backend.values("SELECT COUNT(*) FROM events WHERE type = ?", (type,))[0][0])
+        heads = backend.values(
+            f"SELECT run_id, n_events, head_hash, created FROM runs{where}", of_kind
+        )
+        count = (
+            int(backend.values("SELECT COUNT(*) FROM events WHERE type = ?", (type,))[0][0])
+            if kind is None
+            else -1  # the events of the type the runs read hold: summed below
+        )
+        if before is not None and heads == before.heads:
+            # Every run's head and time as read last time: nothing to read, and the
+            # runs' order is the one read then.
+            return replace(
+                before,
+                count=before.count if count < 0 else count,
+                read_runs=0,
+                serial=next(_SERIALS),
+                extends=before.serial,
+            )
+        order = tuple(row[0] for row in backend.values(_ORDER.format(where=where), of_kind))
         runs: dict[str, RunRead[T]] = {}
         marks: dict[str, int] = {}
         """Runs to read, from which sequence number."""
         grown: list[tuple[str, int, str]] = []
-        for run_id, n_events, head_hash in heads:
+        for run_id, n_events, head_hash, _ in heads:
             old = known.get(run_id)
             if n_events.__class__ is not int:
                 n_events = None  # damaged: read whole each time
@@ -203,6 +237,8 @@ def follow(
         values = before.values + tuple(tail)
     else:
         values = tuple(v for run_id in order for _, v in runs[run_id].kept)
+    if count < 0:
+        count = sum(run.count for run in runs.values())
     return Followed(
         journal=backend.path,
         type=type,
@@ -213,6 +249,8 @@ def follow(
         read_runs=len(marks),
         serial=next(_SERIALS),
         extends=extends,
+        kind=kind,
+        heads=heads,
     )
 
 
@@ -253,13 +291,17 @@ def _after(row: EventRow, mark: int | None) -> bool:
 
 
 class TypeFollower(Generic[T]):
-    """The events of ``type`` across a journal's runs, each kept as ``keep`` says, read
-    incrementally (see the module docstring). Threads may share one: reads are
+    """The events of ``type`` across a journal's runs (of ``kind`` only, when given), each
+    kept as ``keep`` says, read incrementally (see the module docstring). Threads may share one: reads are
     independent, and the state kept is that of the read that succeeded last (of reads
     running at once, the last to finish, not necessarily the one that began last)."""
 
-    def __init__(self, type: str, keep: Callable[[Event], T | None]) -> None:
+    def __init__(
+        self, type: str, keep: Callable[[Event], T | None], *, kind: str | None = None
+    ) -> None:
         self.type = type
+        self.kind = kind
+        """Only the runs of this kind are read (``None``: every run)."""
         self._keep = keep
         self._state: Followed[T] | None = None
         self._lock = threading.Lock()
@@ -277,7 +319,7 @@ class TypeFollower(Generic[T]):
     def read(self, journal: Journal) -> Followed[T]:
         """The journal's state now (:func:`follow` from the last state read); kept only
         when the read succeeds."""
-        state = journal.follow(self.type, self._keep, self._state)
+        state = journal.follow(self.type, self._keep, self._state, kind=self.kind)
         with self._lock:
             self._state = state
         return state

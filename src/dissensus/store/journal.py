@@ -463,13 +463,18 @@ class Journal:
         return self._log.count_of_type(type)
 
     def follow(
-        self, type: str, keep: Callable[[Event], T | None], before: Followed[T] | None = None
+        self,
+        type: str,
+        keep: Callable[[Event], T | None],
+        before: Followed[T] | None = None,
+        *,
+        kind: str | None = None,
     ) -> Followed[T]:
-        """The events of ``type`` across runs as ``keep`` keeps them, read on from
-        ``before`` (only what is new since, in one snapshot;
+        """The events of ``type`` across runs (of ``kind`` only, when given) as ``keep``
+        keeps them, read on from ``before`` (only what is new since, in one snapshot;
         :func:`~dissensus.store.follow.follow`; :class:`~dissensus.store.follow.TypeFollower`
         keeps the state between reads)."""
-        return follow(self._backend, type, keep, before)
+        return follow(self._backend, type, keep, before, kind=kind)
 
     def event_at(self, run_id: str, seq: int) -> Event | None:
         """The run's event with sequence number ``seq``, if any."""
