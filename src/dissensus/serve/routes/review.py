@@ -24,6 +24,7 @@ Choices this module makes:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Literal
 from urllib.parse import urlencode
 
@@ -219,7 +220,7 @@ async def review_claim(
     """Claim an open case, or the audit of an automatic decision not audited yet
     (``<run>.<line>``), for the configured time (409 when another reviewer holds it, or
     when it was resolved or audited)."""
-    return service_of(request).desk.claim(review_id, principal.name)
+    return await run_in_threadpool(service_of(request).desk.claim, review_id, principal.name)
 
 
 class ClaimRelease(BaseModel):
@@ -242,7 +243,7 @@ async def review_release(
     """Give up the caller's claim on a case or an audit before it expires (``released:
     false`` when no claim held it). 409 naming the holder (``claimed_by``) when another
     reviewer holds it: only the holder may give a claim up."""
-    released = service_of(request).desk.release(review_id, principal.name)
+    released = await run_in_threadpool(service_of(request).desk.release, review_id, principal.name)
     return ClaimRelease(review_id=review_id, released=released)
 
 
@@ -288,8 +289,14 @@ async def case_confirm(
     """Audit an automatic decision (``<run>.<line>``): confirm it, or correct it with another
     decision (the case's record becomes ``human``). 409: audited before. 400: not automatic."""
     body = await object_body(request, ConfirmBody)
-    return service_of(request).desk.confirm(
-        case_ref, decision=body.decision, note=body.note, reviewer=principal.name
+    return await run_in_threadpool(
+        partial(
+            service_of(request).desk.confirm,
+            case_ref,
+            decision=body.decision,
+            note=body.note,
+            reviewer=principal.name,
+        )
     )
 
 
@@ -305,12 +312,15 @@ async def review_resolve(
 ) -> CaseRecord:
     """Resolve a case; the reviewer is the token's name. 409: stale hash, already resolved, claimed."""
     body = await object_body(request, ResolveBody)
-    return service_of(request).desk.resolve(
-        review_id,
-        decision=body.decision,
-        note=body.note,
-        reviewer=principal.name,
-        sha256=body.content_sha256,
+    return await run_in_threadpool(
+        partial(
+            service_of(request).desk.resolve,
+            review_id,
+            decision=body.decision,
+            note=body.note,
+            reviewer=principal.name,
+            sha256=body.content_sha256,
+        )
     )
 
 
@@ -331,7 +341,12 @@ async def review_undo(review_id: str, request: Request, principal: Principal = r
     """Undo the caller's resolution within the server's undo window (a ``review.reopened``
     event; the case is open again). 409: open, resolved by someone else, or too late."""
     service = service_of(request)
-    status = service.desk.undo(
-        review_id, reviewer=principal.name, within_s=service.settings.undo_window_s
+    status = await run_in_threadpool(
+        partial(
+            service.desk.undo,
+            review_id,
+            reviewer=principal.name,
+            within_s=service.settings.undo_window_s,
+        )
     )
     return Reopened(review_id=review_id, status=status_of(status.resolution))
