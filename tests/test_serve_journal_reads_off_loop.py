@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,30 @@ def _blocking(
         return original(*args, **kwargs)
 
     return read
+
+
+async def healthz_while_blocked(
+    client: httpx.AsyncClient,
+    request: Coroutine[Any, Any, httpx.Response],
+    gates: dict[str, threading.Event],
+    what: str,
+) -> httpx.Response:
+    """Send ``request``, whose journal call waits on ``gates`` (:func:`_blocking`), ask for
+    ``/healthz`` while it waits, and check that it is answered before the wait ends;
+    ``request``'s answer once the wait is let go."""
+    try:
+        slow = asyncio.create_task(request)
+        reached = await asyncio.to_thread(gates["entered"].wait, BLOCK_S)
+        health = await client.get("/healthz")
+        # On the loop, the call held it until its wait timed out: /healthz came after.
+        waited = gates["left"].is_set()
+    finally:
+        gates["release"].set()
+    answer = await slow
+    assert reached, f"{what} never started"
+    assert health.status_code == 200
+    assert not waited, f"/healthz waited for {what}"
+    return answer
 
 
 async def _run(client: httpx.AsyncClient) -> str:
@@ -109,18 +133,9 @@ async def test_healthz_is_answered_while_a_long_journal_read_runs(
             original = getattr(target, name, None)
             if original is not None:
                 monkeypatch.setattr(target, name, _blocking(original, gates))
-        try:
-            slow = asyncio.create_task(client.get(path_of(run), headers=headers))
-            reached = await asyncio.to_thread(gates["entered"].wait, BLOCK_S)
-            health = await client.get("/healthz")
-            # On the loop, the read held it until its wait timed out: /healthz came after.
-            waited = gates["left"].is_set()
-        finally:
-            gates["release"].set()
-        answer = await slow
-        assert reached, "the read never started"
-        assert health.status_code == 200
-        assert not waited, f"/healthz waited for the {case}'s read"
+        answer = await healthz_while_blocked(
+            client, client.get(path_of(run), headers=headers), gates, f"the {case}'s read"
+        )
         assert answer.status_code == 200, answer.text[:300]
 
 

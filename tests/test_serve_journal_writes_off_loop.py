@@ -12,11 +12,11 @@ be answered while it blocks, and the write must then go through.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -32,11 +32,11 @@ from serve_helpers import (
     login,
     settings,
 )
-from test_serve_journal_reads_off_loop import BLOCK_S, _blocking
+from test_serve_journal_reads_off_loop import _blocking, healthz_while_blocked
 
 pytestmark = pytest.mark.anyio
 
-Send = Callable[[httpx.AsyncClient, str, str], Awaitable[httpx.Response]]
+Send = Callable[[httpx.AsyncClient, str, str], Coroutine[Any, Any, httpx.Response]]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -133,16 +133,7 @@ async def test_healthz_is_answered_while_a_review_write_waits(
         desk = client._transport.app.state.service.desk  # type: ignore[attr-defined]
         gates = {name: threading.Event() for name in ("entered", "release", "left")}
         monkeypatch.setattr(desk, method, _blocking(getattr(desk, method), gates))
-        try:
-            slow = asyncio.create_task(send(client, review_id, auto))
-            reached = await asyncio.to_thread(gates["entered"].wait, BLOCK_S)
-            health = await client.get("/healthz")
-            # On the loop, the write held it until its wait timed out: /healthz came after.
-            waited = gates["left"].is_set()
-        finally:
-            gates["release"].set()
-        answer = await slow
-        assert reached, "the write never started"
-        assert health.status_code == 200
-        assert not waited, f"/healthz waited for the {case}"
+        answer = await healthz_while_blocked(
+            client, send(client, review_id, auto), gates, f"the {case}"
+        )
         assert answer.status_code in (200, 303), answer.text[:300]

@@ -66,7 +66,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -395,12 +394,10 @@ async def undo(request: Request) -> Response:
     review_id = str(form.data.get("review_id", ""))
     try:
         await run_in_threadpool(
-            partial(
-                service.desk.undo,
-                review_id,
-                reviewer=form.principal.name,
-                within_s=service.settings.undo_window_s,
-            )
+            service.desk.undo,
+            review_id,
+            reviewer=form.principal.name,
+            within_s=service.settings.undo_window_s,
         )
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))

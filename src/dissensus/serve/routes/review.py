@@ -24,7 +24,6 @@ Choices this module makes:
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, Literal
 from urllib.parse import urlencode
 
@@ -290,13 +289,11 @@ async def case_confirm(
     decision (the case's record becomes ``human``). 409: audited before. 400: not automatic."""
     body = await object_body(request, ConfirmBody)
     return await run_in_threadpool(
-        partial(
-            service_of(request).desk.confirm,
-            case_ref,
-            decision=body.decision,
-            note=body.note,
-            reviewer=principal.name,
-        )
+        service_of(request).desk.confirm,
+        case_ref,
+        decision=body.decision,
+        note=body.note,
+        reviewer=principal.name,
     )
 
 
@@ -313,14 +310,12 @@ async def review_resolve(
     """Resolve a case; the reviewer is the token's name. 409: stale hash, already resolved, claimed."""
     body = await object_body(request, ResolveBody)
     return await run_in_threadpool(
-        partial(
-            service_of(request).desk.resolve,
-            review_id,
-            decision=body.decision,
-            note=body.note,
-            reviewer=principal.name,
-            sha256=body.content_sha256,
-        )
+        service_of(request).desk.resolve,
+        review_id,
+        decision=body.decision,
+        note=body.note,
+        reviewer=principal.name,
+        sha256=body.content_sha256,
     )
 
 
@@ -342,11 +337,9 @@ async def review_undo(review_id: str, request: Request, principal: Principal = r
     event; the case is open again). 409: open, resolved by someone else, or too late."""
     service = service_of(request)
     status = await run_in_threadpool(
-        partial(
-            service.desk.undo,
-            review_id,
-            reviewer=principal.name,
-            within_s=service.settings.undo_window_s,
-        )
+        service.desk.undo,
+        review_id,
+        reviewer=principal.name,
+        within_s=service.settings.undo_window_s,
     )
     return Reopened(review_id=review_id, status=status_of(status.resolution))
