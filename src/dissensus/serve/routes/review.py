@@ -200,7 +200,10 @@ def _listed(
 )
 async def review_show(review_id: str, request: Request, _: Principal = review) -> ReviewCaseView:
     """Everything a reviewer needs (the MCP tool ``review_show``) and the content hash to quote."""
-    desk = service_of(request).desk
+    return await run_in_threadpool(_shown, service_of(request).desk, review_id)
+
+
+def _shown(desk: ReviewDesk, review_id: str) -> ReviewCaseView:
     view = ReviewView.of(desk.status(review_id), desk.resolution(review_id))
     return ReviewCaseView(
         **dict(view), claim=desk.live_claim(review_id), history=desk.history(review_id)
@@ -265,7 +268,10 @@ class BlindAuditView(BaseModel):
 async def audit_show(case_ref: str, request: Request, _: Principal = review) -> BlindAuditView:
     """A blind audit item (``<run>.<line>``): the case without the committed answer or the
     suggestion; answer it with ``POST /v1/cases/{case_ref}/confirm``. 404: not audited."""
-    desk = service_of(request).desk
+    return await run_in_threadpool(_audit_shown, service_of(request).desk, case_ref)
+
+
+def _audit_shown(desk: ReviewDesk, case_ref: str) -> BlindAuditView:
     audit = blind_audit(desk.journal, case_ref)
     done = audit.answer is not None
     return BlindAuditView(
