@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from dissensus.integrations._review import ReviewAnswer
 from dissensus.pipeline.review import reviewer_name_problem
 from dissensus.store.targets import may_be_held
-from dissensus.types import find_unrepresentable, lone_surrogate, lone_surrogate_at
+from dissensus.types import field_segment, find_unrepresentable, lone_surrogate, lone_surrogate_at
 
 WORDING = "not valid Unicode text: a lone surrogate (U+D83D) at character 3"
 TEXT = "ab\ud83dc"
@@ -35,3 +35,18 @@ def test_every_reader_words_it_alike_naming_its_own_field() -> None:
         ReviewAnswer.model_validate({"decision": TEXT, "note": "n", "content_sha256": "a" * 64})
     (error,) = refused.value.errors()
     assert error["loc"] == ("decision",) and error["msg"].endswith(WORDING)
+
+
+_WITH_SURROGATES = st.one_of(
+    st.characters(), st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF, categories=["Cs"])
+)
+
+
+@given(st.lists(_WITH_SURROGATES, max_size=200).map("".join))
+def test_a_field_segment_can_always_be_written_as_utf_8(key: str) -> None:
+    """An error's field path names keys taken from the input: one holding a lone
+    surrogate made an answer no UTF-8 writer could encode."""
+    shown = field_segment(key)
+    shown.encode("utf-8")
+    if key.isascii() and len(key) <= 64:
+        assert shown == key

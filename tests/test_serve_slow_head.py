@@ -262,6 +262,36 @@ def test_an_answer_before_the_body_ends_the_connection(
     assert closed, data[:200]
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+        b"POST /v1/route HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n",
+        b"POST /v1/decide HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok-sub\r\n"
+        b"Content-Type: text/plain\r\n",
+    ],
+    ids=["200-body-unread", "401", "415"],
+)
+def test_an_answer_before_the_body_says_the_connection_closes(server: str, head: bytes) -> None:
+    """An answer made before its request's body arrived (a route that reads no body, a
+    refusal) ended the connection without saying so: a keep-alive client (httpx, an SDK)
+    sent its next request on it and lost it ("Server disconnected without sending a
+    response"), as a claim sent with ``{}`` as its body did to the request after it."""
+    host, port = server.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(head + b"Content-Length: 2\r\n\r\n")  # the body is late
+        sock.settimeout(30)
+        data = b""
+        while b"\r\n\r\n" not in data and (chunk := sock.recv(65536)):
+            data += chunk
+        sock.sendall(b"{}")
+        rest, _ = _read_all(sock, 30)  # the connection ends after the answer
+    answer = (data + rest).decode()
+    answered, _, _ = answer.partition("\r\n\r\n")
+    assert "\r\nconnection: close" in answered.lower(), answer
+    assert answer.count("HTTP/1.1 ") == 1, answer
+
+
 def test_requests_pipelined_past_the_bound_are_dropped_and_the_connection_ends(
     server: str,
 ) -> None:

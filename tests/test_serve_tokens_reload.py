@@ -510,3 +510,17 @@ def test_a_tokens_file_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
     path.chmod(0o600)
     with pytest.raises(ConfigError, match="not UTF-8"):
         auth_module.load_tokens(path)
+
+
+def test_a_tokens_file_saved_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    """An editor that saves UTF-8 with a byte order mark (Notepad) made the first line
+    unreadable: the server refused to start, calling its first hash (or its ``#``
+    comment) "not a sha256". The mark is dropped, as a request body's is."""
+    path = tmp_path / "tokens.txt"
+    line = auth_module.token_line("kim", "review")[1]
+    path.write_bytes(("\ufeff# reviewers\n" + line + "\n").encode())
+    path.chmod(0o600)
+    store = auth_module.load_tokens(path)
+    assert len(store) == 1
+    path.write_bytes(("\ufeff" + line + "\n").encode())
+    assert len(auth_module.load_tokens(path)) == 1

@@ -84,6 +84,7 @@ __all__ = [
     "normalise_label",
     "trusted",
     "unrepresentable_at",
+    "unrepresentable_field",
 ]
 
 
@@ -228,15 +229,22 @@ FIELD_SEGMENT_CHARS = 64
 path or message shows; a longer one is cut and ends with ``…``."""
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def field_segment(part: object) -> str:
     """One segment of a field path (a key, an index) as an error shows it: at most
-    :data:`FIELD_SEGMENT_CHARS` characters, a longer one cut with ``…``. A field is named
-    to point at the value, not to echo the input: a million-character key made a
-    megabyte error."""
+    :data:`FIELD_SEGMENT_CHARS` characters, a longer one cut with ``…``, and a lone
+    surrogate written as its escape (``\\ud800``). A field is named to point at the
+    value, not to echo the input: a million-character key made a megabyte error, and a
+    key holding a lone surrogate an error no door could write (UTF-8 has no form for
+    it: the service answered a key written twice so with a 500)."""
     text = str(part)
-    if len(text) <= FIELD_SEGMENT_CHARS:
+    if len(text) > FIELD_SEGMENT_CHARS:
+        text = text[: FIELD_SEGMENT_CHARS - 1] + "\u2026"
+    if text.isascii():
         return text
-    return text[: FIELD_SEGMENT_CHARS - 1] + "\u2026"
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def field_path(parts: Sequence[object]) -> str:
@@ -277,6 +285,19 @@ def find_unrepresentable(value: object, where: str = "") -> str | None:
     if _encodes_strictly(value):
         return None
     return _walk(value, where)
+
+
+def unrepresentable_field(value: object) -> tuple[str, str] | None:
+    """What :func:`find_unrepresentable` reports as ``(field, why)``: the field path
+    (``<root>`` for the value itself, or for a key of the outer object) and the reason
+    (``key not valid Unicode text: ...`` for a bad key, named by the object holding it).
+    Split from the ``"path: why"`` text, a bad key of the outer object, which has no
+    path, named the field ``key not valid Unicode text``."""
+    found = unrepresentable_at(value)
+    if found is None:
+        return None
+    parts, why = found
+    return field_path(parts) or "<root>", why
 
 
 def unrepresentable_at(value: object) -> tuple[tuple[object, ...], str] | None:

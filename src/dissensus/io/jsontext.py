@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from dissensus.errors import ConfigError
-from dissensus.types import field_segment, find_unrepresentable
+from dissensus.types import field_segment, unrepresentable_field
 
 __all__ = [
     "MAX_DEPTH",
@@ -310,10 +310,8 @@ def check_json_value(data: Any, raw: str, *, shape: JsonShape | None = None) -> 
         and (shape.depth if shape is not None else json_depth(data)) > MAX_DEPTH
     ):
         raise _too_deep()
-    if _SUSPECT.search(raw) and (why := find_unrepresentable(data)) is not None:
-        where, sep, message = why.partition(": ")
-        field, message = (where, message) if sep else ("<root>", why)
-        raise JsonTextError(field, message)
+    if _SUSPECT.search(raw) and (found := unrepresentable_field(data)) is not None:
+        raise JsonTextError(*found)
 
 
 def count_keys(value: object) -> int:

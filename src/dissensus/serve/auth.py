@@ -13,7 +13,8 @@ Choices this module makes:
   403, a missing or unknown token 401.
 * Without a tokens file (loopback only) every caller is the ``admin`` named ``local``.
 * A tokens file any user may write is refused (on POSIX): whoever can write it can
-  add a token. Group-writable files are accepted (a team may share one).
+  add a token. Group-writable files are accepted (a team may share one). A UTF-8 byte
+  order mark at its start, which some editors write, is dropped.
 * The reviewer recorded with a resolution is always the token's name; a ``reviewer``
   field in a request body is ignored. A token name is a reviewer name, so
   :func:`token_line` and the tokens file refuse one a resolution would
@@ -216,7 +217,8 @@ def load_tokens(path: str | Path) -> TokenStore:
             "tokens file is not a regular file (a pipe, a device or a directory)", file=file
         )
     try:
-        text = data.decode("utf-8")
+        # A byte order mark at the start (an editor saving "UTF-8 with BOM") is dropped.
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ConfigError("tokens file is not UTF-8", file=file) from None
     if os.name == "posix" and mode & stat.S_IWOTH:

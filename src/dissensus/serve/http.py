@@ -38,7 +38,7 @@ from dissensus.serve.journal_adapter import (
 from dissensus.serve.limits import error_document
 from dissensus.serve.runs import item_line
 from dissensus.store.journal import UnknownRun
-from dissensus.types import field_path, find_unrepresentable
+from dissensus.types import field_path, unrepresentable_field
 
 if TYPE_CHECKING:
     from dissensus.serve.service import Service
@@ -538,11 +538,10 @@ def _unrepresentable(index: int, item: dict[str, Any]) -> ItemReject | None:
     name the field that holds it (``meta``) or say "unable to parse raw data as a
     unicode string". Asked only of an item its model refused: a model that takes an item
     has found nothing of the kind in it."""
-    why = find_unrepresentable(item)
-    if why is None:
+    found = unrepresentable_field(item)
+    if found is None:
         return None
-    where, sep, message = why.partition(": ")
-    field, message = (where, message) if sep else ("<root>", why)
+    field, message = found
     return ItemReject(index=index, field=field, error=message)
 
 

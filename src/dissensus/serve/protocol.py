@@ -29,9 +29,11 @@ Choices this module makes:
   keeps reading is never cut off: each resumption of writing restarts the limit.
 * **An answer sent before its request's body has all arrived ends the connection** (a
   ``413`` for a ``Content-Length`` over the limit, a ``401``, ``403`` or ``415`` made
-  before the body is read, ...): the end of the server's side is sent after the answer,
-  what the client still sends is dropped for :data:`LINGER_S`, then the connection is
-  closed. uvicorn would read and drop the rest of the body for as long as it came, each
+  before the body is read, a claim answered while the body a client sent with it is on
+  its way, ...): the answer says so (``Connection: close``, so that a client does not
+  send its next request on a connection about to end, and lose it), the end of the
+  server's side is sent after the answer, what the client still sends is dropped for
+  :data:`LINGER_S`, then the connection is closed. uvicorn would read and drop the rest of the body for as long as it came, each
   byte restarting its keep-alive timer and no request timer running any more (the
   request was answered), so a client announcing 100 GB and trickling a byte a second
   held its connection for good: the head and body limits were both behind it.
@@ -96,14 +98,17 @@ import json
 import logging
 import urllib.parse
 from collections import Counter
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from dissensus.serve.limits import error_document
 from dissensus.serve.no_store import API_HEADERS
 from dissensus.serve.throttle import PEER_KEY, address_key
+
+if TYPE_CHECKING:
+    from uvicorn._types import ASGISendEvent, HTTPResponseStartEvent
 
 __all__ = [
     "FILES_KEPT",
@@ -181,6 +186,8 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
         self._over = False
         """Whether the client pipelined past :data:`MAX_PIPELINED`: the requests after
         that are dropped and the connection ends once the queued ones are answered."""
+        self._told_close: RequestResponseCycle | None = None
+        """The request whose answer said ``Connection: close`` (:meth:`_tell_close`)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -324,6 +331,30 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
         if self._over:
             return
         super().on_headers_complete()
+        if self.cycle is not None:
+            self._tell_close(self.cycle)
+
+    def _tell_close(self, cycle: RequestResponseCycle) -> None:
+        """Make ``cycle``'s answer say ``Connection: close`` when it starts before its
+        request's body has all arrived: the connection ends after it (see the module).
+        uvicorn would close at once on that header, with the client's bytes unread, which
+        can reset the connection before the answer is read; the connection lingers
+        instead (:meth:`on_response_complete`)."""
+        send = cycle.send
+
+        async def told(message: ASGISendEvent) -> None:
+            if message["type"] != "http.response.start" or not cycle.more_body:
+                await send(message)
+                return
+            headers = list(message.get("headers", []))
+            if not any(name.lower() == b"connection" for name, _ in headers):
+                headers.append((b"connection", b"close"))
+            keep_alive = cycle.keep_alive
+            await send(cast("HTTPResponseStartEvent", {**message, "headers": headers}))
+            self._told_close = cycle
+            cycle.keep_alive = keep_alive  # the close is :meth:`_linger`'s
+
+        cycle.send = told  # type: ignore[method-assign]
 
     def on_body(self, body: bytes) -> None:
         if not self._over:  # a dropped request's body is not the last queued one's
@@ -357,7 +388,9 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         cycle = self.cycle
         last = not self.pipeline  # no queued request left: ``cycle`` is the one answered
-        unread = last and cycle is not None and cycle.more_body  # its body still arriving
+        # Its body still arriving, or it was when the answer started (which said so).
+        unread = last and cycle is not None and (cycle.more_body or cycle is self._told_close)
+        self._told_close = None
         super().on_response_complete()
         if (unread or (self._over and last)) and not self.transport.is_closing():
             self._linger()

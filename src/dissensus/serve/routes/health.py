@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from dissensus.serve import journal_errors
@@ -37,7 +38,9 @@ async def healthz() -> dict[str, str]:
 async def readyz(request: Request) -> JSONResponse:
     """The journal is reachable."""
     try:
-        service_of(request).journal.run("readyz-probe", missing_ok=True)
+        # In a worker thread: a journal that does not answer (a database behind a network
+        # partition waits out its connect timeout) must not hold every other request.
+        await run_in_threadpool(service_of(request).journal.run, "readyz-probe", missing_ok=True)
     except Exception as exc:  # any failure means not ready
         # Unauthenticated: the caller learns only that; the log keeps the detail.
         journal_errors.log_unavailable(exc, "GET /readyz")

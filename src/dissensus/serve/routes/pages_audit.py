@@ -71,6 +71,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 
 from dissensus.cases import option_ids
@@ -299,7 +300,7 @@ async def auto_confirm(request: Request, ref: str) -> Response:
         return None if form.text("note") else "write a note: an audit says why"
 
     picked = other or form.pick() or None  # an option's id exactly: "yes " stays "yes "
-    refused = _confirm(request, ref, form, auto_page, refusal, picked)
+    refused = await run_in_threadpool(_confirm, request, ref, form, auto_page, refusal, picked)
     if refused is not None:
         return refused
     view = QueueView.of(request)
@@ -337,7 +338,9 @@ async def audit_answer(request: Request, ref: str) -> Response:
             return "pick an option or type another answer, not both"
         return None if form.text("note") else "write a note (n): an audit says why"
 
-    refused = _confirm(request, ref, form, audit_page, refusal, picked or other)
+    refused = await run_in_threadpool(
+        _confirm, request, ref, form, audit_page, refusal, picked or other
+    )
     if refused is not None:
         return refused
     left = unclaimed(request, audit_list(request, view), form.principal.name)
@@ -364,10 +367,8 @@ async def _claim(request: Request, ref: str, *, blind: bool, give_up: bool = Fal
             blind_audit(service.journal, ref)
         else:
             service.desk.auto_case(ref)  # an audit's: not an escalated case's
-        if give_up:
-            service.desk.release(ref, form.principal.name)
-        else:
-            service.desk.claim(ref, form.principal.name)
+        act = service.desk.release if give_up else service.desk.claim
+        await run_in_threadpool(act, ref, form.principal.name)
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
     except DissensusError as exc:

@@ -69,6 +69,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 from pydantic import BaseModel
 
@@ -363,7 +364,7 @@ async def resolve(request: Request, review_id: str) -> Response:
     if not isinstance(form, Form):
         return form
     try:
-        refused = _resolve(request, review_id, form)
+        refused = await run_in_threadpool(_resolve, request, review_id, form)
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
     except (TextTooLong, AmbiguousAnswer) as exc:  # the reviewer can fix it on the form
@@ -392,8 +393,11 @@ async def undo(request: Request) -> Response:
     service = service_of(request)
     review_id = str(form.data.get("review_id", ""))
     try:
-        service.desk.undo(
-            review_id, reviewer=form.principal.name, within_s=service.settings.undo_window_s
+        await run_in_threadpool(
+            service.desk.undo,
+            review_id,
+            reviewer=form.principal.name,
+            within_s=service.settings.undo_window_s,
         )
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
@@ -413,7 +417,7 @@ async def _on_claim(request: Request, review_id: str, act: Callable[[str], objec
     if not isinstance(form, Form):
         return form
     try:
-        act(form.principal.name)
+        await run_in_threadpool(act, form.principal.name)
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
     except DissensusError as exc:

@@ -200,7 +200,10 @@ def _listed(
 )
 async def review_show(review_id: str, request: Request, _: Principal = review) -> ReviewCaseView:
     """Everything a reviewer needs (the MCP tool ``review_show``) and the content hash to quote."""
-    desk = service_of(request).desk
+    return await run_in_threadpool(_shown, service_of(request).desk, review_id)
+
+
+def _shown(desk: ReviewDesk, review_id: str) -> ReviewCaseView:
     view = ReviewView.of(desk.status(review_id), desk.resolution(review_id))
     return ReviewCaseView(
         **dict(view), claim=desk.live_claim(review_id), history=desk.history(review_id)
@@ -219,7 +222,7 @@ async def review_claim(
     """Claim an open case, or the audit of an automatic decision not audited yet
     (``<run>.<line>``), for the configured time (409 when another reviewer holds it, or
     when it was resolved or audited)."""
-    return service_of(request).desk.claim(review_id, principal.name)
+    return await run_in_threadpool(service_of(request).desk.claim, review_id, principal.name)
 
 
 class ClaimRelease(BaseModel):
@@ -242,7 +245,7 @@ async def review_release(
     """Give up the caller's claim on a case or an audit before it expires (``released:
     false`` when no claim held it). 409 naming the holder (``claimed_by``) when another
     reviewer holds it: only the holder may give a claim up."""
-    released = service_of(request).desk.release(review_id, principal.name)
+    released = await run_in_threadpool(service_of(request).desk.release, review_id, principal.name)
     return ClaimRelease(review_id=review_id, released=released)
 
 
@@ -265,7 +268,10 @@ class BlindAuditView(BaseModel):
 async def audit_show(case_ref: str, request: Request, _: Principal = review) -> BlindAuditView:
     """A blind audit item (``<run>.<line>``): the case without the committed answer or the
     suggestion; answer it with ``POST /v1/cases/{case_ref}/confirm``. 404: not audited."""
-    desk = service_of(request).desk
+    return await run_in_threadpool(_audit_shown, service_of(request).desk, case_ref)
+
+
+def _audit_shown(desk: ReviewDesk, case_ref: str) -> BlindAuditView:
     audit = blind_audit(desk.journal, case_ref)
     done = audit.answer is not None
     return BlindAuditView(
@@ -288,8 +294,12 @@ async def case_confirm(
     """Audit an automatic decision (``<run>.<line>``): confirm it, or correct it with another
     decision (the case's record becomes ``human``). 409: audited before. 400: not automatic."""
     body = await object_body(request, ConfirmBody)
-    return service_of(request).desk.confirm(
-        case_ref, decision=body.decision, note=body.note, reviewer=principal.name
+    return await run_in_threadpool(
+        service_of(request).desk.confirm,
+        case_ref,
+        decision=body.decision,
+        note=body.note,
+        reviewer=principal.name,
     )
 
 
@@ -305,7 +315,8 @@ async def review_resolve(
 ) -> CaseRecord:
     """Resolve a case; the reviewer is the token's name. 409: stale hash, already resolved, claimed."""
     body = await object_body(request, ResolveBody)
-    return service_of(request).desk.resolve(
+    return await run_in_threadpool(
+        service_of(request).desk.resolve,
         review_id,
         decision=body.decision,
         note=body.note,
@@ -331,7 +342,10 @@ async def review_undo(review_id: str, request: Request, principal: Principal = r
     """Undo the caller's resolution within the server's undo window (a ``review.reopened``
     event; the case is open again). 409: open, resolved by someone else, or too late."""
     service = service_of(request)
-    status = service.desk.undo(
-        review_id, reviewer=principal.name, within_s=service.settings.undo_window_s
+    status = await run_in_threadpool(
+        service.desk.undo,
+        review_id,
+        reviewer=principal.name,
+        within_s=service.settings.undo_window_s,
     )
     return Reopened(review_id=review_id, status=status_of(status.resolution))
