@@ -514,8 +514,10 @@ class Negotiation:
             notes.append(f"{author} proposed {same.id}, already tabled by {same.author}; merged")
             return None
         if cid is None or cid in taken:
+            # C<k> reads as no taken id either (a fullwidth "Ｃ2" of an earlier proposal)
+            names = {same_name(t) for t in taken if t is not None}
             k = len(self._cands) + 1
-            while f"C{k}" in taken:
+            while f"C{k}" in names:
                 k += 1
             if cid is not None:
                 notes.append(f"id {cid!r} of {author}'s candidate is taken; renamed C{k}")
