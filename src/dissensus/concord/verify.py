@@ -17,7 +17,8 @@ stops at the first violated property, which it names:
    or ``score`` in round 1, ``repair`` or ``score`` after);
 4. ``calibration``: every calibrated score equals ``(raw - rejected) / (ideal -
    rejected)`` from the agent's raw anchors (0 on a fault), every raw score lies within
-   the anchors' range, the anchors are distinct and span a finite scale;
+   the anchors' range, the anchors are distinct and span a finite scale, and an agent
+   has both anchor scores or neither (one call answers both);
 5. ``worst_off``: every candidate's worst-off score over the covered set;
 6. ``selection``: replaying the run: the opening leader under the recorded rule, the
    bottleneck of every repair round (with its tie-break), every round's ``ties`` (the
@@ -283,6 +284,9 @@ def _check_calibration(cert: Certificate) -> None:
     for agent, standing in cert.scores.items():
         rej, ideal = standing.anchors.rejected, standing.anchors.ideal
         calibrated = rej is not None and ideal is not None
+        if (rej is None) != (ideal is None):
+            # one anchor call answers both anchors or neither
+            raise _fail("calibration", f"agent {agent} has one anchor score without the other")
         if calibrated:
             assert rej is not None and ideal is not None
             why = check_anchors(rej, ideal)
