@@ -471,14 +471,25 @@ class Negotiation:
     ) -> _Cand | None:
         """Add ``outcome`` as a candidate; ``None`` when it merged into an existing one."""
         taken = {c.id for c in self._cands} | {self._rejected.id, self._ideal.id}
+        pool = {o.id: o for o in self._options if o.id}
         # a blank id ("", "  ", or one that shows as nothing) is no id: named C<k>; an id
-        # that reads as a taken one (fullwidth, an invisible mark) is that one: merged
-        # when it is its text, else renamed C<k>, never a second plan of the same name
+        # that reads as a taken one or a pool option's (fullwidth, an invisible mark) is
+        # that one: merged when it is its text, else renamed C<k>, never a second plan
+        # of the same name
         cid = outcome.id if outcome.id is not None and same_name(outcome.id) else None
-        if cid is not None and cid not in taken:
+        if cid is not None and cid not in taken and cid not in pool:
             seen = same_name(cid)
-            named = sorted(t for t in taken if t is not None)
+            named = sorted(t for t in taken | set(pool) if t is not None)
             cid = next((t for t in named if same_name(t) == seen), cid)
+        reserved = False
+        if cid in pool and self._cand(cid) is None:
+            # A pool option's id names that option: table agents score it by its id. Its
+            # text (outer white space aside) is the option, tabled under its own text;
+            # another plan under its id would be scored as the option: renamed C<k>.
+            if plan_text(pool[cid].text) == plan_text(outcome.text):
+                outcome = pool[cid]
+            else:
+                reserved = True
         adopted = False
         if cid is None:
             # No id, the text of a pool option: that option (which table agents score by
@@ -513,9 +524,9 @@ class Negotiation:
             # every verifier reads.
             notes.append(f"{author} proposed {same.id}, already tabled by {same.author}; merged")
             return None
-        if cid is None or cid in taken:
+        if cid is None or cid in taken or reserved:
             # C<k> reads as no taken id either (a fullwidth "Ｃ2" of an earlier proposal)
-            names = {same_name(t) for t in taken if t is not None}
+            names = {same_name(t) for t in taken | set(pool) if t is not None}
             k = len(self._cands) + 1
             while f"C{k}" in names:
                 k += 1
