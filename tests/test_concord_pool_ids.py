@@ -89,3 +89,27 @@ def test_whatever_ids_are_proposed_no_two_candidates_read_alike(
     pool = {o.id: o.text for o in OPTIONS}
     for cand in cert.candidates:
         assert plan_text(pool.get(cand.id, cand.text)) == plan_text(cand.text), cand
+
+
+def _tabled(*proposals: Outcome) -> list[tuple[str, str]]:
+    agents = [
+        _Proposer(f"f{k}", {"R0": 0, "I0": 10, "A": 9, "B": 1}, p) for k, p in enumerate(proposals)
+    ]
+    cert = negotiate_sync(
+        agents, rejected=REJECTED, ideal=IDEAL, floor=0.7, rounds=0, options=OPTIONS
+    )
+    assert verify(cert.model_dump(mode="json")).valid
+    return [(c.id, c.text) for c in cert.candidates]
+
+
+def test_a_pool_options_text_is_one_plan_whatever_its_outer_white_space() -> None:
+    # without an id: the option, under its own text
+    assert _tabled(Outcome(text=" plan a\n")) == [("A", "plan a")]
+    # under ids of no option, the second is merged into the first, as new plans are
+    assert _tabled(Outcome(id="x", text="plan a\n"), Outcome(id="y", text="plan a")) == [
+        ("x", "plan a\n")
+    ]
+    # under another option's id: merged into the candidate of its text, not renamed
+    assert _tabled(Outcome(id="A", text="plan a"), Outcome(id="B", text="plan a")) == [
+        ("A", "plan a")
+    ]
