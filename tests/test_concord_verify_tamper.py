@@ -350,3 +350,16 @@ def test_a_merge_into_a_candidate_of_a_later_round_is_refused() -> None:
     forged = copy.deepcopy(doc)
     forged["trajectory"][0]["notes"] = ["b proposed C2, already tabled by a; merged"]
     _refused(forged, "selection")
+
+
+def test_one_anchor_score_without_the_other_is_refused() -> None:
+    agents = [HashAgent("a", 1), HashAgent("b", 2, faults=["anchors"]), HashAgent("c", 3)]
+    cert = negotiate_sync(agents, rejected=REJECTED, ideal=IDEAL, floor=0.8, rounds=2)
+    doc = cert.model_dump(mode="json")
+    assert verify(doc).valid
+    assert doc["scores"]["b"]["anchors"] == {"rejected": None, "ideal": None}
+    for side in ("rejected", "ideal"):
+        tampered = copy.deepcopy(doc)
+        tampered["scores"]["b"]["anchors"][side] = 0.5
+        _refused(tampered, "calibration")
+        assert verify(tampered).message == "agent b has one anchor score without the other"

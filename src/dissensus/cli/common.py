@@ -413,11 +413,22 @@ def check_file_input(path: str, label: str, what: str) -> str:
     """:func:`check_input_path` for an input read only from a file (a task, a problem, a
     certificate, a rule file: read whole, the paths it names read beside it): ``-``
     (standard input) is refused naming ``label`` and ``what``, not taken for a file named
-    ``-`` and reported missing."""
+    ``-`` and reported missing, and a device or a named pipe as what it is
+    (``cannot read certificate: not a regular file (a character device)``)."""
     if path == "-":
         raise InputError(
             f"{label}: standard input ('-') is not read here: give the {what} as a file"
         )
+    if not path.strip():  # an unset shell variable
+        raise InputError(f"{label}: an empty path: name the {what}")
+    try:
+        mode = Path(path).stat().st_mode
+    except (OSError, ValueError):
+        mode = None  # missing, or a name the system refuses: check_input_path says which
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        # a named pipe is refused too (read whole, never streamed): the general message
+        # offered a named pipe or '-', neither of which this file can be
+        raise InputError(f"{path}: cannot read {what}: not a regular file ({file_kind(mode)})")
     return check_input_path(path)
 
 

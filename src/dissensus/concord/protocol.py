@@ -471,22 +471,41 @@ class Negotiation:
     ) -> _Cand | None:
         """Add ``outcome`` as a candidate; ``None`` when it merged into an existing one."""
         taken = {c.id for c in self._cands} | {self._rejected.id, self._ideal.id}
+        pool = {o.id: o for o in self._options if o.id}
         # a blank id ("", "  ", or one that shows as nothing) is no id: named C<k>; an id
-        # that reads as a taken one (fullwidth, an invisible mark) is that one: merged
-        # when it is its text, else renamed C<k>, never a second plan of the same name
+        # that reads as a taken one or a pool option's (fullwidth, an invisible mark) is
+        # that one: merged when it is its text, else renamed C<k>, never a second plan
+        # of the same name
         cid = outcome.id if outcome.id is not None and same_name(outcome.id) else None
-        if cid is not None and cid not in taken:
+        if cid is not None and cid not in taken and cid not in pool:
             seen = same_name(cid)
-            named = sorted(t for t in taken if t is not None)
+            named = sorted(t for t in taken | set(pool) if t is not None)
             cid = next((t for t in named if same_name(t) == seen), cid)
+        # A pool option's id names that option: table agents score it by its id. Its
+        # text (outer white space aside) is the option, tabled under its own text;
+        # another plan under its id would be scored as the option: renamed C<k>, or
+        # merged into a candidate of its text, as a plan under an id of its own is.
+        option_of_id = pool.get(cid) if cid is not None else None
+        is_option = option_of_id is not None and (
+            plan_text(option_of_id.text) == plan_text(outcome.text)
+        )
+        reserved = option_of_id is not None and not is_option
+        if option_of_id is not None and is_option and self._cand(cid) is None:
+            outcome = option_of_id
         adopted = False
         if cid is None:
-            # No id, the text of a pool option: that option (which table agents score by
+            # No id, the text of a pool option (outer white space aside: a model's
+            # newline writes no other plan): that option (which table agents score by
             # its id), tabled or merged as if proposed by its id, whoever spoke first.
             option = next((o for o in self._options if o.text == outcome.text and o.id), None)
+            if option is None:
+                wanted = plan_text(outcome.text)
+                option = next(
+                    (o for o in self._options if o.id and plan_text(o.text) == wanted), None
+                )
             held = self._cand(option.id) if option is not None else None
-            if option is not None and (held is None or held.text == outcome.text):
-                cid, adopted = option.id, held is None
+            if option is not None and (held is None or held.text == option.text):
+                cid, adopted, outcome = option.id, held is None, option
         existing = self._cand(cid) if cid is not None else None
         if existing is not None and existing.text == outcome.text:
             notes.append(
@@ -499,12 +518,12 @@ class Negotiation:
             # utilities differ), so a proposal under a pool option's own id is that
             # option; under no id, or an id of its own ("again2" for "Paris"), it is the
             # candidate of that text already tabled, not a copy scored again each round.
+            # (that text exactly first, then outer white space aside, as a new plan's)
             same = next((c for c in self._cands if c.text == outcome.text), None)
-            same = None if any(o.id == cid for o in self._options) else same
+            same = same or self._same_plan(outcome)
+            same = None if is_option else same
         else:
-            same = next(
-                (c for c in self._cands if plan_text(c.text) == plan_text(outcome.text)), None
-            )
+            same = self._same_plan(outcome)
         if same is not None:
             # A new plan with the text of a candidate already tabled (its outer white
             # space aside), under no id or another one: the same proposal (two LLM
@@ -513,9 +532,11 @@ class Negotiation:
             # every verifier reads.
             notes.append(f"{author} proposed {same.id}, already tabled by {same.author}; merged")
             return None
-        if cid is None or cid in taken:
+        if cid is None or cid in taken or reserved:
+            # C<k> reads as no taken id either (a fullwidth "Ｃ2" of an earlier proposal)
+            names = {same_name(t) for t in taken | set(pool) if t is not None}
             k = len(self._cands) + 1
-            while f"C{k}" in taken:
+            while f"C{k}" in names:
                 k += 1
             if cid is not None:
                 notes.append(f"id {cid!r} of {author}'s candidate is taken; renamed C{k}")
@@ -688,6 +709,11 @@ class Negotiation:
             if tie:
                 step.ties.append(tie)
         step.accepted = self._leader == cand.id
+
+    def _same_plan(self, outcome: Outcome) -> _Cand | None:
+        """The first tabled candidate whose text is ``outcome``'s, outer white space aside."""
+        wanted = plan_text(outcome.text)
+        return next((c for c in self._cands if plan_text(c.text) == wanted), None)
 
     def _pooled(self, outcome: Outcome) -> bool:
         """Whether ``outcome`` is the text of a pool option: the problem gave it, so it is

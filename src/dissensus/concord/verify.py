@@ -17,12 +17,15 @@ stops at the first violated property, which it names:
    or ``score`` in round 1, ``repair`` or ``score`` after);
 4. ``calibration``: every calibrated score equals ``(raw - rejected) / (ideal -
    rejected)`` from the agent's raw anchors (0 on a fault), every raw score lies within
-   the anchors' range, the anchors are distinct and span a finite scale;
+   the anchors' range, the anchors are distinct and span a finite scale, and an agent
+   has both anchor scores or neither (one call answers both);
 5. ``worst_off``: every candidate's worst-off score over the covered set;
 6. ``selection``: replaying the run: the opening leader under the recorded rule, the
    bottleneck of every repair round (with its tie-break), every round's ``ties`` (the
    ties its selections met, in the protocol's words, and no other), the author and round of every
-   repair, and the final leader equal to ``selected``; every call the record shows
+   repair, and the final leader equal to ``selected``; the candidates listed in the
+   order they were tabled, which ties are broken by (the opening proposals in the
+   order of their authors in ``covered``, then the repairs round by round); every call the record shows
    answered in exactly one way (each opening proposer, every covered agent, and each
    round's bottleneck: a candidate, a pass note, a merge note naming a candidate tabled
    by then (never one of a later round) or a fault of its phase, none only in the round
@@ -281,6 +284,9 @@ def _check_calibration(cert: Certificate) -> None:
     for agent, standing in cert.scores.items():
         rej, ideal = standing.anchors.rejected, standing.anchors.ideal
         calibrated = rej is not None and ideal is not None
+        if (rej is None) != (ideal is None):
+            # one anchor call answers both anchors or neither
+            raise _fail("calibration", f"agent {agent} has one anchor score without the other")
         if calibrated:
             assert rej is not None and ideal is not None
             why = check_anchors(rej, ideal)
@@ -381,6 +387,7 @@ def _check_replay(cert: Certificate) -> None:
             raise _fail("selection", f"candidate {c.id} has an author outside the covered set")
     if len({c.author for c in opening}) != len(opening):
         raise _fail("selection", "an agent tabled more than one opening proposal")
+    _check_order(cert, opening)
     if not steps:
         if cert.candidates or cert.selected is not None:
             raise _fail("selection", "candidates or a selection without a trajectory")
@@ -479,6 +486,23 @@ def _check_replay(cert: Certificate) -> None:
             cert.selected.round,
         ):
             raise _fail("selection", "the selected candidate differs from its record")
+
+
+def _check_order(cert: Certificate, opening: list[CandidateRecord]) -> None:
+    """The candidates are listed as the protocol tabled them: the opening proposals in the order of their authors in ``covered``, then the
+    repairs round by round (the earliest tabled candidate wins a tie, so the order is
+    part of the replay). Ids are not checked beyond being distinct: a certificate an
+    earlier version wrote may hold an empty one."""
+    rounds = [c.round for c in cert.candidates]
+    if rounds != sorted(rounds):
+        raise _fail("selection", "the candidates are not listed in the order of their rounds")
+    place = {agent: k for k, agent in enumerate(cert.covered)}
+    authors = [place[c.author] for c in opening]
+    if authors != sorted(authors):
+        raise _fail(
+            "selection",
+            "the opening proposals are not listed in the order of their authors in covered",
+        )
 
 
 def _check_outcomes(cert: Certificate) -> None:

@@ -258,7 +258,8 @@ class _Settings:
         if not journal:  # the server's: the operator's, as the CLI resolves it
             target = _check_journal(journal_path(self.journal))
             if must_exist and not is_postgres_url(target) and not os.path.exists(target):
-                raise InputError(f"journal not found: {target} (field 'journal')")
+                link = " (a broken symbolic link)" if os.path.islink(target) else ""
+                raise InputError(f"journal not found: {target}{link} (field 'journal')")
             return open_journal(target, signer=self.signer)
         _check_journal(journal)
         if is_postgres_url(journal):
@@ -269,8 +270,11 @@ class _Settings:
             )
         path = _confined(self.root, journal, "journal")
         if must_exist and not path.exists():
+            given = Path(journal) if Path(journal).is_absolute() else self.root / journal
+            # a link `ls` shows, to no file: said so, its target left unnamed
+            link = " (a broken symbolic link)" if given.is_symlink() else ""
             raise InputError(
-                "journal not found under the directory the server serves (field 'journal')"
+                f"journal not found under the directory the server serves{link} (field 'journal')"
             )
         with self._opening_lock(path):
             if path.is_file() and _empty_file(path):

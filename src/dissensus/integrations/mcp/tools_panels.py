@@ -9,6 +9,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
 from dissensus import calls
+from dissensus.errors import ConfigError
 from dissensus.guard import GuardThresholds, ReliabilityFit, guard_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.integrations.mcp.arguments import (
@@ -23,8 +24,11 @@ from dissensus.integrations.mcp.settings import _Settings
 from dissensus.io.jsontext import load_json_file
 from dissensus.outputs import RouteRecord
 from dissensus.states.routing import RuleSet, RulesFile
-from dissensus.states.similarity import DEFAULT_BACKEND, get_backend
+from dissensus.states.similarity import DEFAULT_BACKEND, backend_key, get_backend
 from dissensus.types import Panel, VoteCase
+
+_SERVED = ("minilm", "tfidf", "static")
+"""The similarity backends ``route`` serves (any spelling :func:`backend_key` reads)."""
 
 
 def _route(
@@ -36,6 +40,12 @@ def _route(
     rules: str | None,
 ) -> list[RouteRecord]:
     calls.refuse_code_backend(similarity)
+    if backend_key(similarity) not in _SERVED:
+        # the library's message offers 'module:function', which this server refuses
+        raise ConfigError(
+            f"unknown similarity backend {similarity!r}; expected one of {', '.join(_SERVED)}",
+            field="similarity",
+        )
     _within_limits(panels, "panels")
     ruleset = RuleSet.default()
     if rules:
