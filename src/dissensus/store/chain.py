@@ -48,6 +48,17 @@ Choices this module makes:
 * **A seal is an object.** An event typed ``run.sealed`` whose payload is no JSON
   object is a seal holding something else (a problem, and ``invalid`` with a key), never
   skipped as no seal.
+* **A canonical payload is read once.** A payload whose stored text is vouched for as
+  canonical (:func:`~dissensus.canonical.canonical_value`: orjson reads it and writes
+  it back byte for byte) is not read again by the strict reader nor written again, and
+  the event's hash is computed around that stored text
+  (:class:`~dissensus.store.canonical.EventHasher`, the digest
+  :func:`~dissensus.store.canonical.chain_hash` gives) rather than by serialising the
+  event's object. Any other text (not canonical, a duplicate key, too deep, a number
+  orjson writes otherwise) and any column edited into another type than text take the
+  reference path (the strict reader, :func:`~dissensus.store.canonical.canonical`,
+  the event's object), so every problem is found and worded as before; a property
+  test compares the two paths row for row.
 * **Seals** are checked for what they describe (the run, the count and head before
   them) always, and for their signature only with a public key
   (:func:`~dissensus.store.seals.seal_status`).
@@ -62,8 +73,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from dissensus.canonical import canonical_value
 from dissensus.store import event_types as ev
-from dissensus.store.canonical import GENESIS, canonical, chain_hash
+from dissensus.store.canonical import GENESIS, EventHasher, canonical, chain_hash
 from dissensus.store.events import EventRow, RunHead
 from dissensus.store.seals import SEAL_FIELDS, SEAL_TYPE, Seal, SignatureStatus, seal_status
 
@@ -171,6 +183,43 @@ def strict_loads(text: str) -> Any:
         raise ValueError("nested too deeply to read") from None
 
 
+class _Hashes:
+    """An event's hash as :func:`~dissensus.store.canonical.chain_hash` computes it from
+    its stored columns, given its payload's canonical text: assembled around that text
+    (:class:`~dissensus.store.canonical.EventHasher`, one per run and time, the last one
+    kept: a batch's events share their time) when every column is text, as dissensus
+    writes them; otherwise (a column edited into another type) from the event's object,
+    as before."""
+
+    def __init__(self) -> None:
+        self._key: tuple[str, str] | None = None
+        self._hasher: EventHasher | None = None
+
+    def __call__(
+        self, prev: str, row: EventRow, seq: int, key: str, text: str, payload: Any
+    ) -> str:
+        run, type_, case, at = row["run_id"], row["type"], row["case_ref"], row["at"]
+        if (
+            type(run) is str
+            and type(type_) is str
+            and type(at) is str
+            and (case is None or type(case) is str)
+        ):
+            if self._key != (run, at) or self._hasher is None:
+                self._key, self._hasher = (run, at), EventHasher(run, at)
+            return self._hasher(prev, seq=seq, key=key, type=type_, case=case, payload_text=text)
+        body = {
+            "run": run,
+            "seq": seq,
+            "key": key,
+            "type": type_,
+            "case": case,
+            "at": at,
+            "payload": payload,
+        }
+        return chain_hash(prev, body)
+
+
 def check_chain(
     run_id: str, rows: Iterable[EventRow], head: RunHead | Callable[[], RunHead]
 ) -> ChainCheck:
@@ -179,6 +228,7 @@ def check_chain(
     ``head()`` gives once the rows are read)."""
     out = ChainCheck()
     add = out.add
+    hashed = _Hashes()
     prev = GENESIS
     count = 0
     expected = 0  # the sequence number the next event should carry
@@ -207,32 +257,28 @@ def check_chain(
         if own_prev != prev and not gap:
             add(f"{where}: prev_hash does not match the previous event")
         expected = max(expected, seq + 1)
-        try:
-            payload = strict_loads(str(row["payload"]))
-            text = canonical(payload)
-        except RecursionError:  # read, but too deep to write back
-            exc = ValueError("nested too deeply to read")
-            add(f"{where}: stored payload is not valid canonical JSON ({exc})")
-            prev = str(row["hash"])
-            count += 1
-            continue
-        except ValueError as exc:
-            add(f"{where}: stored payload is not valid canonical JSON ({exc})")
-            prev = str(row["hash"])
-            count += 1
-            continue
-        if text != row["payload"]:
-            add(f"{where}: stored payload text is not its canonical JSON")
-        body = {
-            "run": row["run_id"],
-            "seq": seq,
-            "key": key,
-            "type": row["type"],
-            "case": row["case_ref"],
-            "at": row["at"],
-            "payload": payload,
-        }
-        if chain_hash(own_prev, body) != row["hash"]:
+        stored = row["payload"]
+        vouched, payload = canonical_value(stored)
+        if not vouched:  # not vouched for as it stands: read as before, to say why
+            try:
+                payload = strict_loads(str(stored))
+                text = canonical(payload)
+            except RecursionError:  # read, but too deep to write back
+                exc = ValueError("nested too deeply to read")
+                add(f"{where}: stored payload is not valid canonical JSON ({exc})")
+                prev = str(row["hash"])
+                count += 1
+                continue
+            except ValueError as exc:
+                add(f"{where}: stored payload is not valid canonical JSON ({exc})")
+                prev = str(row["hash"])
+                count += 1
+                continue
+            if text != stored:
+                add(f"{where}: stored payload text is not its canonical JSON")
+        else:
+            text = stored
+        if hashed(own_prev, row, seq, key, text, payload) != row["hash"]:
             add(f"{where}: content does not match its hash")
         if row["type"] == ev.RUN_FINISHED:
             out.finished = True
