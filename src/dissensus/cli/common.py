@@ -827,6 +827,27 @@ def print_json(obj: BaseModel | dict[str, object] | list[object]) -> None:
     write_stdout(json_shown(text) + "\n", flush=True)
 
 
+def print_json_listing(obj: dict[str, object], key: str, items: Iterable[object]) -> None:
+    """:func:`print_json` of ``obj`` with ``key`` added last, holding the list of
+    ``items``, written as the items come (one at a time, never the list): the same
+    text, character for character (an item of an indented list is its own indented
+    text with every line moved in by two levels; the escapes of :func:`json_shown` are
+    made character by character, so per part as on the whole)."""
+
+    def dumped(value: object) -> str:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+    head = dumped(obj)  # its closing line dropped, the list comes before it
+    head = "{" if head == "{}" else head[: -len("\n}")] + ","
+    write_stdout(json_shown(f"{head}\n  {dumped(key)}: ["))
+    empty = True
+    for item in items:
+        text = dumped(item).replace("\n", "\n    ")
+        write_stdout(json_shown(f"\n    {text}" if empty else f",\n    {text}"))
+        empty = False
+    write_stdout("]\n}\n" if empty else "\n  ]\n}\n", flush=True)
+
+
 def silence_stdout() -> None:
     """Point standard output at /dev/null, so what it still holds (after a closed pipe or
     a write that failed and was reported) goes nowhere and the interpreter's last flush

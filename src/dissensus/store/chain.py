@@ -76,7 +76,7 @@ from pydantic import BaseModel
 from dissensus.canonical import canonical_value
 from dissensus.store import event_types as ev
 from dissensus.store.canonical import GENESIS, EventHasher, canonical, chain_hash
-from dissensus.store.events import EventRow, RunHead
+from dissensus.store.events import Event, EventRow, RunHead, event_from_row
 from dissensus.store.seals import SEAL_FIELDS, SEAL_TYPE, Seal, SignatureStatus, seal_status
 
 if TYPE_CHECKING:
@@ -221,11 +221,16 @@ class _Hashes:
 
 
 def check_chain(
-    run_id: str, rows: Iterable[EventRow], head: RunHead | Callable[[], RunHead]
+    run_id: str,
+    rows: Iterable[EventRow],
+    head: RunHead | Callable[[], RunHead],
+    each: Callable[[Event], None] | None = None,
 ) -> ChainCheck:
     """Recompute the chain of ``rows`` (the run's stored events in sequence order) and
     compare it with the stored text, hashes and the run's header ``head`` (or the header
-    ``head()`` gives once the rows are read)."""
+    ``head()`` gives once the rows are read). ``each`` is given every row's event
+    (:func:`~dissensus.store.events.event_from_row`, its payload read once for both)
+    before the row is checked."""
     out = ChainCheck()
     add = out.add
     hashed = _Hashes()
@@ -239,6 +244,10 @@ def check_chain(
             out.first_broken = last[0]
 
     for row in rows:
+        stored = row["payload"]
+        vouched, payload = canonical_value(stored)
+        if each is not None:  # a row that makes no event is the caller's error, as before
+            each(event_from_row(row, payload if vouched and type(payload) is dict else None))
         settle()
         key = str(row["key"])
         try:
@@ -257,8 +266,6 @@ def check_chain(
         if own_prev != prev and not gap:
             add(f"{where}: prev_hash does not match the previous event")
         expected = max(expected, seq + 1)
-        stored = row["payload"]
-        vouched, payload = canonical_value(stored)
         if not vouched:  # not vouched for as it stands: read as before, to say why
             try:
                 payload = strict_loads(str(stored))
@@ -318,13 +325,6 @@ def check_chain(
     return out
 
 
-def _passed_to(rows: Iterable[EventRow], each: Callable[[EventRow], None]) -> Iterator[EventRow]:
-    """``rows``, each given to ``each`` before it is checked."""
-    for row in rows:
-        each(row)
-        yield row
-
-
 CATCH_UP = 100
 """How many times a verification reads on after a run that moved while it was read."""
 
@@ -365,17 +365,14 @@ def verify(
     *,
     public_key: PublicKey | None = None,
     more_problems: Callable[[str], list[str]] | None = None,
-    each: Callable[[EventRow], None] | None = None,
+    each: Callable[[Event], None] | None = None,
 ) -> VerifyReport:
     """Recompute the run's hash chain in ``log``; ``more_problems(run_id)`` adds what
     else the journal checks (its review index); with ``public_key``, check the seals.
-    ``each`` is given every stored row as the check reads it, in sequence order (what
-    a command shows of the run, gathered in the same pass)."""
+    ``each`` is given every stored row's event as the check reads it, in sequence order
+    (what a command shows of the run, gathered in the same pass)."""
     to_head = _ToHead(log, run_id)
-    rows: Iterable[EventRow] = to_head.rows()
-    if each is not None:
-        rows = _passed_to(rows, each)
-    found = check_chain(run_id, rows, to_head.head)
+    found = check_chain(run_id, to_head.rows(), to_head.head, each)
     problems = list(found.problems)
     if to_head.stored is not None and to_head.stored != found.n_events:
         problems.append(
