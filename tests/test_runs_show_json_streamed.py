@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli_helpers import cli
+from dissensus.cli import common
 from dissensus.cli.common import print_json, print_json_listing
 from dissensus.pipeline import review
 from dissensus.pipeline.review import final_records, reopen, resolve
@@ -27,7 +28,7 @@ _text = st.text(
     max_size=6,
 )
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _text,
+    st.none() | st.booleans() | st.integers() | st.floats() | _text | st.tuples(st.integers()),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
     max_leaves=12,
 )
@@ -47,8 +48,11 @@ def test_a_listing_written_as_it_comes_is_the_whole_document(
     obj.pop(key, None)
     print_json({**obj, key: items})
     whole = capsys.readouterr().out
-    print_json_listing(obj, key, iter(items))
-    assert capsys.readouterr().out == whole
+    for write in (common.LISTING_WRITE, 10):  # one write at the end, and many
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(common, "LISTING_WRITE", write)
+            print_json_listing(obj, key, iter(items))
+        assert capsys.readouterr().out == whole
 
 
 @pytest.fixture(params=BACKENDS)

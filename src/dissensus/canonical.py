@@ -34,7 +34,7 @@ import hashlib
 import json
 from typing import Any
 
-__all__ = ["canonical", "canonical_value", "sha256_text"]
+__all__ = ["canonical", "canonical_value", "indented_json", "sha256_text"]
 
 try:
     import orjson as _orjson
@@ -85,6 +85,22 @@ def canonical_value(text: object) -> tuple[bool, Any]:
     if again != data or not _plain_floats(again):
         return False, None
     return True, value
+
+
+def indented_json(value: Any) -> str | None:
+    """``json.dumps(value, indent=2, ensure_ascii=False)`` written by orjson, when it is
+    provably that text (the test :func:`canonical` makes: orjson took the value, no
+    number is in a form where its writing differs, it reads back equal); else ``None``.
+    Key order is the value's own, as ``json.dumps`` keeps it."""
+    if _orjson is None:
+        return None
+    try:
+        data = _orjson.dumps(value, option=_orjson.OPT_INDENT_2)
+    except _orjson.JSONEncodeError:
+        return None
+    if _plain_floats(data) and _orjson.loads(data) == value:
+        return data.decode()
+    return None
 
 
 def _plain_floats(data: bytes) -> bool:

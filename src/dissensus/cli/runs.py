@@ -240,6 +240,9 @@ class _Seen:
 
     def __init__(self, *, whole: bool) -> None:
         from dissensus.pipeline.review import FinalRecords, RecordsInOrder
+        from dissensus.store import event_types
+
+        self._types = event_types
 
         self.by_type: Counter[str] = Counter()
         self.started: Event | None = None
@@ -252,8 +255,7 @@ class _Seen:
         self._whole = whole
 
     def add(self, event: Event) -> None:
-        from dissensus.store import event_types as ev
-
+        ev = self._types
         self.by_type[event.type] += 1
         if event.key == "run/started" and self.started is None:
             self.started = event
