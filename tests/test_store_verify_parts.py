@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from dissensus.store import Journal, log
 from dissensus.store.chain import VerifyReport
-from dissensus.store.events import EventRow
+from dissensus.store.events import Event
 from test_store_tamper import _apply, _build, _db, tamper
 
 
@@ -70,10 +70,10 @@ def test_a_run_appended_to_while_it_is_verified_verifies(
             j.append("r", "e", {"v": i}, key=f"k{i}")
         late: list[int] = []
 
-        def each(row: EventRow) -> None:
-            if len(late) < 3 and int(row["seq"]) % 2 == 1:  # after pages 1, 2 and 3
+        def each(event: Event) -> None:
+            if len(late) < 3 and event.seq % 2 == 1:  # after pages 1, 2 and 3
                 other.append("r", "e", {"v": 100 + len(late)}, key=f"late{len(late)}")
-                late.append(int(row["seq"]))
+                late.append(event.seq)
 
         report = j.verify("r", each=each)
         assert late == [1, 3, 5]

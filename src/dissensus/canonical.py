@@ -34,7 +34,7 @@ import hashlib
 import json
 from typing import Any
 
-__all__ = ["canonical", "sha256_text"]
+__all__ = ["canonical", "canonical_value", "indented_json", "sha256_text"]
 
 try:
     import orjson as _orjson
@@ -58,6 +58,49 @@ def canonical(obj: Any) -> str:
             if _plain_floats(data) and _orjson.loads(data) == obj:
                 return data.decode()
     return _ENCODER.encode(obj)
+
+
+def canonical_value(text: object) -> tuple[bool, Any]:
+    """``(True, value)`` when ``text`` is the canonical JSON text of ``value``, found
+    without the standard library's reader; ``(False, None)`` when this reading cannot
+    vouch for it (the caller reads it as the standard library does, and finds out).
+
+    orjson reads the text and writes the value back with sorted keys; the text is
+    vouched for only when that writing is the text itself, byte for byte, with no number
+    in a form where orjson's writing differs from ``repr`` (the test :func:`canonical`
+    makes before it trusts orjson's text). Such a text holds no duplicate key (a written
+    object has none), nothing nested deeper than orjson writes, and no number the
+    standard library reads otherwise, so the standard library reads it to the same
+    value and :func:`canonical` writes that value as this very text. Anything else (a
+    text that is not a ``str``, or an error of either call) is not vouched for.
+    """
+    if _orjson is None or type(text) is not str:
+        return False, None
+    try:
+        data = text.encode()
+        value = _orjson.loads(data)
+        again = _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS)
+    except (_orjson.JSONDecodeError, _orjson.JSONEncodeError, UnicodeEncodeError):
+        return False, None
+    if again != data or not _plain_floats(again):
+        return False, None
+    return True, value
+
+
+def indented_json(value: Any) -> str | None:
+    """``json.dumps(value, indent=2, ensure_ascii=False)`` written by orjson, when it is
+    provably that text (the test :func:`canonical` makes: orjson took the value, no
+    number is in a form where its writing differs, it reads back equal); else ``None``.
+    Key order is the value's own, as ``json.dumps`` keeps it."""
+    if _orjson is None:
+        return None
+    try:
+        data = _orjson.dumps(value, option=_orjson.OPT_INDENT_2)
+    except _orjson.JSONEncodeError:
+        return None
+    if _plain_floats(data) and _orjson.loads(data) == value:
+        return data.decode()
+    return None
 
 
 def _plain_floats(data: bytes) -> bool:

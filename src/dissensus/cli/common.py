@@ -169,6 +169,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from dissensus.canonical import indented_json
 from dissensus.errors import InputError
 from dissensus.files import file_kind, same_file
 from dissensus.io.atomic import (
@@ -836,6 +837,46 @@ def print_json(obj: BaseModel | dict[str, object] | list[object]) -> None:
     else:
         text = json.dumps(obj, indent=2, ensure_ascii=False, default=str)
     write_stdout(json_shown(text) + "\n", flush=True)
+
+
+def print_json_listing(obj: dict[str, object], key: str, items: Iterable[object]) -> None:
+    """:func:`print_json` of ``obj`` with ``key`` added last, holding the list of
+    ``items``, written as the items come (one at a time, never the list): the same
+    text, character for character (an item of an indented list is its own indented
+    text with every line moved in by two levels; the escapes of :func:`json_shown` are
+    made character by character, so per part as on the whole)."""
+
+    head = _indented(obj)  # its closing line dropped, the list comes before it
+    head = "{" if head == "{}" else head[: -len("\n}")] + ","
+    parts = [json_shown(f"{head}\n  {_indented(key)}: [")]
+    size = 0
+    empty = True
+    for item in items:
+        text = _indented(item).replace("\n", "\n    ")
+        parts.append(json_shown(f"\n    {text}" if empty else f",\n    {text}"))
+        size += len(parts[-1])
+        empty = False
+        if size > LISTING_WRITE:  # a write per part of the list, not per item
+            write_stdout("".join(parts))
+            parts, size = [], 0
+    parts.append("]\n}\n" if empty else "\n  ]\n}\n")
+    write_stdout("".join(parts), flush=True)
+
+
+LISTING_WRITE = 1 << 16
+"""Characters :func:`print_json_listing` gathers before it writes them."""
+
+
+def _indented(value: object) -> str:
+    """``json.dumps(value, indent=2, ensure_ascii=False, default=str)``: orjson's
+    indented text when it is provably the same (orjson took the value, no number in it
+    is in a form where orjson's writing differs from ``repr``, and it reads back equal to
+    the value: :func:`dissensus.canonical.canonical`'s test), else the standard
+    library's, which writes an indented text in Python, several times slower."""
+    fast = indented_json(value)
+    if fast is not None:
+        return fast
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
 def silence_stdout() -> None:

@@ -26,7 +26,6 @@ import typer
 from dissensus.cli.common import check_journal_file, err_console, shown, shown_message
 
 if TYPE_CHECKING:
-    from dissensus.store.events import EventRow
     from dissensus.store.journal import Event, Journal
 
 JournalOpt = Annotated[
@@ -74,13 +73,13 @@ def warn_if_altered(
     run_id: str,
     *,
     what: str = "what is shown",
-    each: Callable[[EventRow], None] | None = None,
+    each: Callable[[Event], None] | None = None,
 ) -> bool:
     """Whether the run's hash chain verifies; when it does not, one warning on stderr
     naming the first problem and the command that lists them all. Called once the
     command has read what it shows, or with ``each`` reading it in the same pass (each
-    stored row, in sequence order, as the check reads it): an event that cannot be
-    read at all is the command's error (exit 2), not also a warning."""
+    stored row's event, in sequence order, as the check reads it): an event that cannot
+    be read at all is the command's error (exit 2), not also a warning."""
     report = store.verify(run_id, review_index=False, each=each)
     if report.ok:
         return True

@@ -24,6 +24,11 @@ Choices this module makes:
   (:func:`said_resume_interrupted`); before (the command line being built, its options
   parsed), :func:`dissensus.cli.main`, and while the command line loads,
   :mod:`dissensus.__main__`, in the same words.
+* ``runs show --json`` prints the document it printed when it held the run's records,
+  character for character, but writes the records (the last field) as a second pass
+  reads them, in line order (:class:`~dissensus.pipeline.review.RecordsInOrder`): a
+  run of any length is shown in the same memory. Everything before them comes from
+  the pass that checks the chain, as before.
 * ``runs verify`` of a run that verifies and has no ``run.finished`` says why as far as
   the journal tells: a live process executing it (its pid and host, from the run's
   lock: the events it appends next are not in this check), else "interrupted, or its
@@ -53,6 +58,7 @@ from dissensus.cli.common import (
     out_console,
     output_handle,
     print_json,
+    print_json_listing,
     print_table,
     progress_enabled,
     shown,
@@ -62,7 +68,7 @@ from dissensus.quoting import message_line
 
 if TYPE_CHECKING:
     from dissensus.store import Journal
-    from dissensus.store.events import Event, EventRow
+    from dissensus.store.events import Event
     from dissensus.types import JsonObject
 from dissensus.cli.decide import (
     DeadlineOpt,
@@ -163,7 +169,6 @@ def runs_show(
 ) -> None:
     """Show a run: header, event counts, final records."""
     from dissensus.pipeline.audit import acceptance_of
-    from dissensus.pipeline.records import CaseRecord
     from dissensus.pipeline.spec import RunSpec
 
     with opened_journal(journal) as store:
@@ -176,16 +181,12 @@ def runs_show(
         # The header as it stands once the rows are read (the check reads on to it): a
         # run appended to meanwhile is shown as far as its rows were counted.
         info = store.run(run_id) or info
-        settled = seen.records.settle(store, run_id).values()
         acceptance = acceptance_of(seen.started, seen.suspensions, held=seen.held)
         by_type = seen.by_type
         started, checked = seen.started, seen.shift
         spec = RunSpec.from_started(started.payload).summary() if started is not None else None
         shift = checked.payload if checked is not None else None
         if json_out:
-            records = sorted(
-                (r for r in settled if isinstance(r, CaseRecord)), key=lambda r: r.line
-            )
             data: dict[str, object] = {
                 "run": info.model_dump(),
                 "verified": verified,
@@ -196,11 +197,12 @@ def runs_show(
                 else None,
                 "events": dict(sorted(by_type.items())),
                 "finished": seen.finished,
-                "records": [r.model_dump(mode="json") for r in records],
             }
-            print_json(data)
+            # The records last, each written as a second pass reads it, in line order.
+            records = seen.in_order.records(store, run_id)
+            print_json_listing(data, "records", (r.model_dump(mode="json") for r in records))
             raise typer.Exit(code=EXIT_OK)
-        actions = Counter(str(r) for r in settled)
+        actions = Counter(str(r) for r in seen.records.settle(store, run_id).values())
         n_records = sum(actions.values())
         out_console.print(
             f"run {shown(info.run_id)} ({shown(info.kind)}) created {shown(info.created)}"
@@ -232,11 +234,15 @@ def runs_show(
 class _Seen:
     """What ``runs show`` shows of a run, gathered from its rows as one pass meets them:
     counts by type, the ``run/started`` and ``run/shift`` events, whether it finished,
-    its acceptance suspensions and hold and its final records (only their actions unless
-    ``whole``); no list of the run's events."""
+    its acceptance suspensions and hold and its final records: only their actions
+    (:attr:`records`), or with ``whole`` what a second pass needs to hand them out in
+    line order (:attr:`in_order`); no list of the run's events, and no record."""
 
     def __init__(self, *, whole: bool) -> None:
-        from dissensus.pipeline.review import FinalRecords
+        from dissensus.pipeline.review import FinalRecords, RecordsInOrder
+        from dissensus.store import event_types
+
+        self._types = event_types
 
         self.by_type: Counter[str] = Counter()
         self.started: Event | None = None
@@ -244,13 +250,12 @@ class _Seen:
         self.finished = False
         self.suspensions: list[Event] = []
         self.held: Event | None = None
-        self.records = FinalRecords(whole=whole)
+        self.records = FinalRecords(whole=False)
+        self.in_order = RecordsInOrder()
+        self._whole = whole
 
-    def add(self, row: EventRow) -> None:
-        from dissensus.store import event_types as ev
-        from dissensus.store.events import event_from_row
-
-        event = event_from_row(row)  # one that does not read is the command's error
+    def add(self, event: Event) -> None:
+        ev = self._types
         self.by_type[event.type] += 1
         if event.key == "run/started" and self.started is None:
             self.started = event
@@ -262,7 +267,7 @@ class _Seen:
             self.suspensions.append(event)
         elif event.type == ev.ACCEPTANCE_HELD and self.held is None:
             self.held = event
-        self.records.add(event)
+        (self.in_order if self._whole else self.records).add(event)
 
 
 def _limit(value: object, unit: str) -> str:
@@ -312,17 +317,16 @@ def runs_export(
 ) -> None:
     """Export a run's events as JSONL (with hashes: verifiable without this program)."""
     from dissensus.io.jsonl import write_jsonl_line
-    from dissensus.store.events import event_from_row
     from dissensus.store.journal import journal_path
 
     check_output_path(output, option="--output", inputs=[journal_path(journal)])
     with opened_journal(journal) as store:
         store.run(run_id)
         with output_handle(output) as handle:
-            # One pass over the run, a page at a time: each row is written as the
+            # One pass over the run, a page at a time: each event is written as the
             # chain's check reads it (one that does not read is the command's error).
-            def write(row: EventRow) -> None:
-                write_jsonl_line(handle, event_from_row(row))
+            def write(event: Event) -> None:
+                write_jsonl_line(handle, event)
 
             warn_if_altered(store, run_id, what="what was exported", each=write)
     raise typer.Exit(code=EXIT_OK)

@@ -36,6 +36,16 @@ Choices this module makes:
   pass in sequence order meets them (``runs show`` gathers them from the pass that checks
   the chain) and keeps each case's final record, or only its action: counting a run's
   records by action holds a short string per case, never the records.
+  :class:`RecordsInOrder` gathers, from the same pass, what is needed to hand the final
+  records out afterwards in line order as a second pass reads them, holding only the
+  human changes and a position: the run's ``case.record`` events, read again
+  :data:`RECORDS_PART` at a time, each replaced by its case's human resolution where
+  one stands. That holds when the pass met the run's records each under its own key
+  (``case/<line>/record``, case ``<line>``, the record's own line) in strictly
+  increasing line order, and every human change is of such a case and keeps its line:
+  what every run the run loop writes and every review journals. A run otherwise (one
+  an older version journalled out of line order, or edited) is settled whole, in
+  memory, as :func:`final_records` does.
 * **One atomic append.** ``review.resolved`` and ``case.resolved`` are written in one
   journal transaction that holds the run's write lock, and the "is it still open?" check
   runs inside that transaction: of two reviewers racing, exactly one wins and the other
@@ -127,6 +137,7 @@ __all__ = [
     "ClaimConflict",
     "FinalRecords",
     "NotUndoable",
+    "RecordsInOrder",
     "ReviewStatus",
     "StaleContent",
     "as_decision",
@@ -879,6 +890,10 @@ class FinalRecords:
         elif event.type == ev.REVIEW_RESOLVED:
             self._resolved.append((event.seq, str(event.case)))
 
+    def cases(self) -> set[str]:
+        """The cases a human change (a resolution, a reopening) was met for."""
+        return {c[2] for c in self._changes} | {case for _, case in self._resolved}
+
     def settle(self, journal: Journal, run_id: str) -> dict[str, CaseRecord | str]:
         """The final record (or action) of every case, by case: human resolutions
         superseding escalations, a reopening restoring the pipeline's record."""
@@ -901,6 +916,71 @@ class FinalRecords:
                 if derived is not None and standing is not None and standing.seq == seq:
                     records[case] = derived if self._whole else sys.intern(str(derived.action))
         return records
+
+
+RECORDS_PART = 500
+"""``case.record`` events :meth:`RecordsInOrder.records` reads in one query."""
+
+
+class RecordsInOrder:
+    """A run's final records in line order, handed out as a second pass reads them
+    (module docstring): :meth:`add` takes each event of the first pass (in sequence
+    order), :meth:`records` then reads the records. Holds the human changes (a few per
+    reviewed case) and no record of the run."""
+
+    def __init__(self) -> None:
+        self._changes = FinalRecords()
+        self._in_order = True
+        self._line = -1  # the line of the last case.record met
+        self._last = -1  # the sequence number of the last case.record met
+
+    def add(self, event: Event) -> None:
+        """Take ``event`` into account: a ``case.record`` is read (one that does not
+        read is the caller's error, in this pass) and its place checked; a human
+        change is kept."""
+        if event.type == ev.CASE_RECORD:
+            line = event.read_as(CaseRecord).line
+            case = str(line)
+            if event.case != case or event.key != f"case/{case}/record" or line <= self._line:
+                self._in_order = False
+            self._line = max(self._line, line)
+            self._last = event.seq
+        elif event.type in (ev.CASE_RESOLVED, REVIEW_REOPENED, ev.REVIEW_RESOLVED):
+            self._changes.add(event)
+
+    def _standing(self, journal: Journal, run_id: str) -> dict[str, CaseRecord] | None:
+        """The final record of every case a human changed, by case; ``None`` when the
+        records cannot be handed out in the order the pass met them."""
+        if not self._in_order:
+            return None
+        changes = self._changes
+        for case in sorted(changes.cases()):
+            stored = journal.get(run_id, f"case/{case}/record") if case.isdigit() else None
+            if stored is None or stored.seq > self._last or stored.case != case:
+                return None  # a change of a case whose record the pass did not meet
+            changes.add(stored)
+        standing: dict[str, CaseRecord] = {}
+        for case, record in changes.settle(journal, run_id).items():
+            if not isinstance(record, CaseRecord) or str(record.line) != case:
+                return None  # a change that moves the record
+            standing[case] = record
+        return standing
+
+    def records(self, journal: Journal, run_id: str) -> Iterator[CaseRecord]:
+        """The final records in line order (what :func:`final_records` gives of the
+        events the pass met), read :data:`RECORDS_PART` at a time."""
+        standing = self._standing(journal, run_id)
+        if standing is None:
+            yield from final_records(journal, run_id)
+            return
+        after = -1
+        while part := journal.events_after(run_id, after, RECORDS_PART, type=ev.CASE_RECORD):
+            for event in part:
+                if event.seq > self._last:
+                    return  # appended after the pass: not shown
+                kept = standing.get(str(event.case))
+                yield kept if kept is not None else event.read_as(CaseRecord)
+            after = part[-1].seq
 
 
 def resolved_records(journal: Journal, run_id: str) -> dict[int, CaseRecord]:

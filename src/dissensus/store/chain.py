@@ -48,6 +48,17 @@ Choices this module makes:
 * **A seal is an object.** An event typed ``run.sealed`` whose payload is no JSON
   object is a seal holding something else (a problem, and ``invalid`` with a key), never
   skipped as no seal.
+* **A canonical payload is read once.** A payload whose stored text is vouched for as
+  canonical (:func:`~dissensus.canonical.canonical_value`: orjson reads it and writes
+  it back byte for byte) is not read again by the strict reader nor written again, and
+  the event's hash is computed around that stored text
+  (:class:`~dissensus.store.canonical.EventHasher`, the digest
+  :func:`~dissensus.store.canonical.chain_hash` gives) rather than by serialising the
+  event's object. Any other text (not canonical, a duplicate key, too deep, a number
+  orjson writes otherwise) and any column edited into another type than text take the
+  reference path (the strict reader, :func:`~dissensus.store.canonical.canonical`,
+  the event's object), so every problem is found and worded as before; a property
+  test compares the two paths row for row.
 * **Seals** are checked for what they describe (the run, the count and head before
   them) always, and for their signature only with a public key
   (:func:`~dissensus.store.seals.seal_status`).
@@ -62,9 +73,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from dissensus.canonical import canonical_value
 from dissensus.store import event_types as ev
-from dissensus.store.canonical import GENESIS, canonical, chain_hash
-from dissensus.store.events import EventRow, RunHead
+from dissensus.store.canonical import GENESIS, EventHasher, canonical, chain_hash
+from dissensus.store.events import Event, EventRow, RunHead, event_from_row
 from dissensus.store.seals import SEAL_FIELDS, SEAL_TYPE, Seal, SignatureStatus, seal_status
 
 if TYPE_CHECKING:
@@ -171,14 +183,57 @@ def strict_loads(text: str) -> Any:
         raise ValueError("nested too deeply to read") from None
 
 
+class _Hashes:
+    """An event's hash as :func:`~dissensus.store.canonical.chain_hash` computes it from
+    its stored columns, given its payload's canonical text: assembled around that text
+    (:class:`~dissensus.store.canonical.EventHasher`, one per run and time, the last one
+    kept: a batch's events share their time) when every column is text, as dissensus
+    writes them; otherwise (a column edited into another type) from the event's object,
+    as before."""
+
+    def __init__(self) -> None:
+        self._key: tuple[str, str] | None = None
+        self._hasher: EventHasher | None = None
+
+    def __call__(
+        self, prev: str, row: EventRow, seq: int, key: str, text: str, payload: Any
+    ) -> str:
+        run, type_, case, at = row["run_id"], row["type"], row["case_ref"], row["at"]
+        if (
+            type(run) is str
+            and type(type_) is str
+            and type(at) is str
+            and (case is None or type(case) is str)
+        ):
+            if self._key != (run, at) or self._hasher is None:
+                self._key, self._hasher = (run, at), EventHasher(run, at)
+            return self._hasher(prev, seq=seq, key=key, type=type_, case=case, payload_text=text)
+        body = {
+            "run": run,
+            "seq": seq,
+            "key": key,
+            "type": type_,
+            "case": case,
+            "at": at,
+            "payload": payload,
+        }
+        return chain_hash(prev, body)
+
+
 def check_chain(
-    run_id: str, rows: Iterable[EventRow], head: RunHead | Callable[[], RunHead]
+    run_id: str,
+    rows: Iterable[EventRow],
+    head: RunHead | Callable[[], RunHead],
+    each: Callable[[Event], None] | None = None,
 ) -> ChainCheck:
     """Recompute the chain of ``rows`` (the run's stored events in sequence order) and
     compare it with the stored text, hashes and the run's header ``head`` (or the header
-    ``head()`` gives once the rows are read)."""
+    ``head()`` gives once the rows are read). ``each`` is given every row's event
+    (:func:`~dissensus.store.events.event_from_row`, its payload read once for both)
+    before the row is checked."""
     out = ChainCheck()
     add = out.add
+    hashed = _Hashes()
     prev = GENESIS
     count = 0
     expected = 0  # the sequence number the next event should carry
@@ -189,6 +244,10 @@ def check_chain(
             out.first_broken = last[0]
 
     for row in rows:
+        stored = row["payload"]
+        vouched, payload = canonical_value(stored)
+        if each is not None:  # a row that makes no event is the caller's error, as before
+            each(event_from_row(row, payload if vouched and type(payload) is dict else None))
         settle()
         key = str(row["key"])
         try:
@@ -207,32 +266,26 @@ def check_chain(
         if own_prev != prev and not gap:
             add(f"{where}: prev_hash does not match the previous event")
         expected = max(expected, seq + 1)
-        try:
-            payload = strict_loads(str(row["payload"]))
-            text = canonical(payload)
-        except RecursionError:  # read, but too deep to write back
-            exc = ValueError("nested too deeply to read")
-            add(f"{where}: stored payload is not valid canonical JSON ({exc})")
-            prev = str(row["hash"])
-            count += 1
-            continue
-        except ValueError as exc:
-            add(f"{where}: stored payload is not valid canonical JSON ({exc})")
-            prev = str(row["hash"])
-            count += 1
-            continue
-        if text != row["payload"]:
-            add(f"{where}: stored payload text is not its canonical JSON")
-        body = {
-            "run": row["run_id"],
-            "seq": seq,
-            "key": key,
-            "type": row["type"],
-            "case": row["case_ref"],
-            "at": row["at"],
-            "payload": payload,
-        }
-        if chain_hash(own_prev, body) != row["hash"]:
+        if not vouched:  # not vouched for as it stands: read as before, to say why
+            try:
+                payload = strict_loads(str(stored))
+                text = canonical(payload)
+            except RecursionError:  # read, but too deep to write back
+                exc = ValueError("nested too deeply to read")
+                add(f"{where}: stored payload is not valid canonical JSON ({exc})")
+                prev = str(row["hash"])
+                count += 1
+                continue
+            except ValueError as exc:
+                add(f"{where}: stored payload is not valid canonical JSON ({exc})")
+                prev = str(row["hash"])
+                count += 1
+                continue
+            if text != stored:
+                add(f"{where}: stored payload text is not its canonical JSON")
+        else:
+            text = stored
+        if hashed(own_prev, row, seq, key, text, payload) != row["hash"]:
             add(f"{where}: content does not match its hash")
         if row["type"] == ev.RUN_FINISHED:
             out.finished = True
@@ -270,13 +323,6 @@ def check_chain(
     out.n_events = count
     out.head_hash = prev
     return out
-
-
-def _passed_to(rows: Iterable[EventRow], each: Callable[[EventRow], None]) -> Iterator[EventRow]:
-    """``rows``, each given to ``each`` before it is checked."""
-    for row in rows:
-        each(row)
-        yield row
 
 
 CATCH_UP = 100
@@ -319,17 +365,14 @@ def verify(
     *,
     public_key: PublicKey | None = None,
     more_problems: Callable[[str], list[str]] | None = None,
-    each: Callable[[EventRow], None] | None = None,
+    each: Callable[[Event], None] | None = None,
 ) -> VerifyReport:
     """Recompute the run's hash chain in ``log``; ``more_problems(run_id)`` adds what
     else the journal checks (its review index); with ``public_key``, check the seals.
-    ``each`` is given every stored row as the check reads it, in sequence order (what
-    a command shows of the run, gathered in the same pass)."""
+    ``each`` is given every stored row's event as the check reads it, in sequence order
+    (what a command shows of the run, gathered in the same pass)."""
     to_head = _ToHead(log, run_id)
-    rows: Iterable[EventRow] = to_head.rows()
-    if each is not None:
-        rows = _passed_to(rows, each)
-    found = check_chain(run_id, rows, to_head.head)
+    found = check_chain(run_id, to_head.rows(), to_head.head, each)
     problems = list(found.problems)
     if to_head.stored is not None and to_head.stored != found.n_events:
         problems.append(

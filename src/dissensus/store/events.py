@@ -243,15 +243,20 @@ def _stored_json(text: Any, where: str) -> Any:
         raise JournalDamaged(f"{where} is nested too deeply to read{_SEE}") from None
 
 
-def event_from_row(row: EventRow) -> Event:
-    """The :class:`Event` a stored row holds.
+def event_from_row(
+    row: EventRow,
+    payload: dict[str, Any] | None = None,  # JSON passing through: the row's, read
+) -> Event:
+    """The :class:`Event` a stored row holds (with ``payload``: its payload already
+    read from the row's text, by a reader that reads it as :func:`json.loads` does).
 
     A row whose payload is not JSON, or does not make an event (a payload that is not
     an object: the row was edited outside dissensus), is :class:`JournalDamaged` naming
     the run and the event's sequence number and key, never a raw decoding error.
     """
     event_at = f"journal damaged: run {row['run_id']}, event {row['seq']} ({row['key']})"
-    payload = _stored_json(row["payload"], f"{event_at}: stored payload")
+    if payload is None:
+        payload = _stored_json(row["payload"], f"{event_at}: stored payload")
     try:
         return Event(
             run_id=row["run_id"],

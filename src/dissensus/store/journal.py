@@ -66,7 +66,7 @@ from dissensus.store.errors import (
     RunExists,
     UnknownRun,
 )
-from dissensus.store.events import Event, EventRow, NewEvent, RunHead, RunInfo
+from dissensus.store.events import Event, NewEvent, RunHead, RunInfo
 from dissensus.store.follow import Followed, follow
 from dissensus.store.locks import RunLock, RunLocks, RunStatus
 from dissensus.store.log import EventLog, SQLEventLog
@@ -498,7 +498,7 @@ class Journal:
         *,
         public_key: PublicKey | None = None,
         review_index: bool = True,
-        each: Callable[[EventRow], None] | None = None,
+        each: Callable[[Event], None] | None = None,
     ) -> VerifyReport:
         """Recompute the run's hash chain; compare it with the stored text, hashes and
         head, and the run's header (``created``, ``kind``, ``meta``) with the
@@ -508,8 +508,9 @@ class Journal:
         The run's rows of the review index are checked too (and rebuilt when they differ
         and the journal can be written); ``review_index=False`` checks the chain and the
         header alone and writes nothing (what a reading command checks before it shows a
-        run). ``each`` is given every stored row as the check reads it, in sequence
-        order (a command gathering what it shows of the run in the same pass). A run
+        run). ``each`` is given every stored row's event as the check reads it, in
+        sequence order (a command gathering what it shows of the run in the same pass;
+        a row that makes no event is its error). A run
         whose header row is gone while its events remain (deleted outside dissensus) is
         a failed report naming that, not :class:`UnknownRun`.
         """
