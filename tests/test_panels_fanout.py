@@ -283,3 +283,67 @@ def test_a_member_key_comes_from_the_variable_its_api_key_env_names(
         PanelSettings.model_validate(
             {"members": [{"name": "a", "model": "scripted:x", "api_key_env": "K"}]}
         )
+
+
+class _Gated:
+    """An in-process member that answers once its gate opens, noting which members'
+    answers the panel had read by then."""
+
+    provider = "test"
+
+    def __init__(self, answer: str, gate: asyncio.Event | None, seen: list[str]) -> None:
+        self.model_id = f"gated-{answer}"
+        self.answer, self.gate, self.seen = answer, gate, seen
+        self.read_before: list[str] | None = None
+
+    async def send(self, request: Any, *, json_mode: Any) -> Any:
+        if self.gate is not None:
+            await self.gate.wait()
+            self.read_before = list(self.seen)
+        return BackendResponse(text=f"The answer is {self.answer}.", model=self.model_id)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_answers_are_read_as_they_arrive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member's answer is read while the slower members are still answering, so only
+    the last answer's reading is left between the slowest member and the decision; the
+    panel is the one reading every answer at the end made."""
+    import dissensus.panels.fanout as fanout
+
+    seen: list[str] = []
+    read = fanout._read
+
+    def noting(text: str, settings: PanelSettings) -> Any:
+        seen.append(text)
+        return read(text, settings)
+
+    monkeypatch.setattr(fanout, "_read", noting)
+    settings = PanelSettings.model_validate(
+        {
+            "answer": "number",
+            "members": [{"name": n, "model": "scripted:x"} for n in ("fast", "other", "slow")],
+        }
+    )
+
+    async def ask() -> tuple[Any, _Gated]:
+        gate = asyncio.Event()
+        slow = _Gated("8", gate, seen)
+        backends = {"fast": _Gated("7", None, seen), "other": _Gated("7", None, seen), "slow": slow}
+        members = Members(settings, backends)  # type: ignore[arg-type]
+        fanning = asyncio.ensure_future(members.fan_out("p", [Message(role="user", content="q")]))
+        for _ in range(20):  # the fast members' tasks run to their end
+            await asyncio.sleep(0)
+        gate.set()
+        return await fanning, slow
+
+    fan, slow = asyncio.run(ask())
+    assert slow.read_before == ["The answer is 7.", "The answer is 7."]
+    assert [o.decision for o in fan.panel.outputs] == ["7", "7", "8"]
+    assert [r.status for r in fan.reports] == ["answered"] * 3
+    assert fan.answers == {
+        "fast": "The answer is 7.",
+        "other": "The answer is 7.",
+        "slow": "The answer is 8.",
+    }

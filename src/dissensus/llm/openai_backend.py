@@ -87,6 +87,13 @@ Choices this module makes:
   SDK's stream of bytes wrapped around it, which was built only to be unwrapped. The
   two cut a call's instructions through this backend on loopback by 15 % (callgrind,
   200 calls: 2.05 M per call with ``client.post`` and the stream, 1.74 M).
+* **Request body.** The body is handed to the SDK as JSON bytes written by ``orjson``
+  (:func:`_encoded`), which the SDK sends as they are: the same JSON document its own
+  writer makes (compact separators, UTF-8 rather than ``\\u`` escapes, ``NaN``
+  refused), made in a fraction of the time, on the path every member's request takes
+  before it is sent. A body
+  ``orjson`` cannot write (an integer over 64 bits, a lone surrogate) is handed over as
+  it is, and the SDK writes or refuses it as before.
 * **Response size.** The body is streamed and read up to :data:`MAX_RESPONSE_BYTES`
   (4 MiB, as the HTTP client decodes it; ``max_response_bytes`` sets another): a body
   whose ``Content-Length`` is longer is not read at all, and one that goes past it is
@@ -721,6 +728,16 @@ async def _capped_body(response: Any, cap: int) -> bytes:
         await response.aclose()
 
 
+def _encoded(body: JsonObject) -> JsonObject | bytes:
+    """``body`` as the JSON text the SDK would send (compact, UTF-8, no ``NaN``), written
+    by ``orjson`` ("Request body"); ``body`` itself where ``orjson`` cannot write it (an
+    integer over 64 bits, a lone surrogate), for the SDK to write or refuse as it does."""
+    try:
+        return orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        return body
+
+
 def _count(value: object) -> int | None:
     """A token count as the server reported it, or ``None`` when it reported none."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
@@ -895,7 +912,7 @@ class OpenAIBackend:
         return url
 
     def _options(
-        self, client: AsyncOpenAI, body: JsonObject, headers: dict[str, Any]
+        self, client: AsyncOpenAI, body: JsonObject | bytes, headers: dict[str, Any]
     ) -> tuple[Any, type]:
         """The SDK's request options of one call (``None``: the SDK has no options class
         where this version looks for it, and the call goes through ``client.post``) and
@@ -933,12 +950,13 @@ class OpenAIBackend:
     async def _post(self, client: AsyncOpenAI, body: JsonObject, headers: dict[str, Any]) -> Any:
         """The response to one call's body and headers, streamed and its body unread:
         through the client's copied options, or ``client.post`` where there are none."""
-        options, response_type = self._options(client, body, headers)
+        data = _encoded(body)
+        options, response_type = self._options(client, data, headers)
         if options is None:
             return await client.post(
                 self._endpoint(client),
                 cast_to=response_type,
-                body=body,
+                body=data,
                 options={"headers": headers},
                 stream=True,
             )

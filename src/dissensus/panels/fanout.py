@@ -92,6 +92,11 @@ Choices this module makes:
   depend on the request (the instructions' message, the answer's schema) is made once
   per panel, and each request is :func:`member_request`'s, put together from validated
   parts without validating them again.
+* **Answers read as they arrive.** Each member's answer is read (its decision, its
+  report, its voice in the panel) by the member's own task as soon as its call ends,
+  while the slower members are still answering: between the slowest answer and the
+  hand-off to the decision only that answer is read, and the panel put together. A
+  member the deadline ends is read with the panel, with its failure.
 * **Warm start.** :meth:`Members.awarm` opens every member's client on the caller's
   event loop (the server calls it at start-up), so the first request does not pay for
   importing the SDK and building its HTTP client.
@@ -465,10 +470,14 @@ class _Watched:
 
 @dataclass
 class _Asked:
+    member: PanelMember
     client: ModelClient
     watched: _Watched
     text: str | None = None
     failure: str | None = None
+    read: tuple[AgentOutput, MemberReport, str] | None = None
+    """The member's voice in the panel, its report and its text, once read
+    (:meth:`Members._read_member`)."""
 
 
 class Members:
@@ -535,6 +544,9 @@ class Members:
             asked.failure = str(exc)
         else:
             asked.text = response.text
+        # Read now, while the slower members are still answering ("Answers read as
+        # they arrive"): only the last answer's reading is left for the panel.
+        asked.read = self._read_member(asked)
 
     def _fair_cap(
         self,
@@ -581,7 +593,7 @@ class Members:
         for member in st.members:
             watched = _Watched(self.backends[member.name], stop_at)
             client = ModelClient(watched, budget=budget, settings=self.client_settings)
-            asked[member.name] = got = _Asked(client, watched)
+            asked[member.name] = got = _Asked(member, client, watched)
             request = self._requests.of(
                 member.name, messages, temperature=temperature, seed=seed, max_tokens=cap
             )
@@ -606,6 +618,56 @@ class Members:
                 asked[name].failure = f"no answer within the deadline of {st.deadline_s:g} s"
         return self._panel(panel_id, messages, asked)
 
+    def _read_member(self, got: _Asked) -> tuple[AgentOutput, MemberReport, str]:
+        """The member's voice in the panel (an abstention without reasoning when it gave
+        no usable answer), its report and its full text (empty for a failure)."""
+        st, member = self.settings, got.member
+        attempts = got.client.usage.attempts
+        model = self.backends[member.name].model_id
+        answer: MemberAnswer | None = None
+        why: str | None = got.failure
+        if got.text is not None and got.watched.refused:
+            answer = MemberAnswer(decision=None, reasoning=got.text.strip(), why=REFUSED)
+        elif got.text is not None:
+            answer, why = _read(got.text, st)
+            cut = CUT_SHORT.get(got.watched.finish_reason or "")
+            if answer is not None and cut is not None:
+                # No reasoning either: its text, cut off, would read as agreeing with
+                # the votes it echoes (module docstring); meta.answers keeps it.
+                answer = MemberAnswer(decision=None, reasoning="", why=cut)
+        if answer is None:
+            why = why or "no answer"
+            if len(why) > MAX_WHY_CHARS:
+                why = why[: MAX_WHY_CHARS - 1] + "\u2026"
+            output = AgentOutput(
+                agent=member.name, decision=None, reasoning="", family=member.family
+            )
+            report = MemberReport(
+                name=member.name,
+                family=member.family,
+                model=model,
+                status="failed",
+                why=why,
+                attempts=attempts,
+            )
+            return output, report, ""
+        output = AgentOutput(
+            agent=member.name,
+            decision=answer.decision,
+            reasoning=answer.reasoning,
+            family=member.family,
+        )
+        report = MemberReport(
+            name=member.name,
+            family=member.family,
+            model=model,
+            status="answered" if answer.decision is not None else "abstained",
+            decision=answer.decision,
+            why=answer.why,
+            attempts=attempts,
+        )
+        return output, report, got.text or ""
+
     def _panel(self, panel_id: str, messages: list[Message], asked: dict[str, _Asked]) -> FanOut:
         st = self.settings
         outputs: list[AgentOutput] = []
@@ -614,61 +676,12 @@ class Members:
         usage = Usage()
         for member in st.members:
             got = asked[member.name]
-            spent = got.client.usage
-            usage.add(spent)
-            model = self.backends[member.name].model_id
-            answer: MemberAnswer | None = None
-            why: str | None = got.failure
-            if got.text is not None and got.watched.refused:
-                answer = MemberAnswer(decision=None, reasoning=got.text.strip(), why=REFUSED)
-            elif got.text is not None:
-                answer, why = _read(got.text, st)
-                cut = CUT_SHORT.get(got.watched.finish_reason or "")
-                if answer is not None and cut is not None:
-                    # No reasoning either: its text, cut off, would read as agreeing with
-                    # the votes it echoes (module docstring); meta.answers keeps it.
-                    answer = MemberAnswer(decision=None, reasoning="", why=cut)
-            if answer is None:
-                why = why or "no answer"
-                if len(why) > MAX_WHY_CHARS:
-                    why = why[: MAX_WHY_CHARS - 1] + "\u2026"
-                outputs.append(
-                    AgentOutput(
-                        agent=member.name, decision=None, reasoning="", family=member.family
-                    )
-                )
-                reports.append(
-                    MemberReport(
-                        name=member.name,
-                        family=member.family,
-                        model=model,
-                        status="failed",
-                        why=why,
-                        attempts=spent.attempts,
-                    )
-                )
-                answers[member.name] = ""
-                continue
-            answers[member.name] = got.text or ""
-            outputs.append(
-                AgentOutput(
-                    agent=member.name,
-                    decision=answer.decision,
-                    reasoning=answer.reasoning,
-                    family=member.family,
-                )
-            )
-            reports.append(
-                MemberReport(
-                    name=member.name,
-                    family=member.family,
-                    model=model,
-                    status="answered" if answer.decision is not None else "abstained",
-                    decision=answer.decision,
-                    why=answer.why,
-                    attempts=spent.attempts,
-                )
-            )
+            usage.add(got.client.usage)
+            # A member the deadline ended is read here, with its failure.
+            output, report, text = got.read or self._read_member(got)
+            outputs.append(output)
+            reports.append(report)
+            answers[member.name] = text
         spoke = sum(1 for r in reports if r.status != "failed")
         if spoke < st.min_answers:
             detail = "; ".join(f"{r.name}: {r.why}" for r in reports if r.status == "failed")
