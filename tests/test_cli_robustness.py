@@ -304,6 +304,17 @@ def test_a_full_standard_output_names_the_rejects_file_in_its_resume_command(
         f"dissensus runs resume R --journal {j} --output FILE --rejects '{rejects}' "
         "goes on and writes all its records once there is room"
     )
+    # ``--output -`` is standard output too: the line says to write a file, not "-".
+    j2 = tmp_path / "j2.sqlite"
+    args = [*args[:8], str(j2), "--run-id", "R", "--output", "-"]
+    with open("/dev/full", "w") as full:
+        res = subprocess.run(args, stdout=full, stderr=subprocess.PIPE, text=True, env=env)
+    assert res.returncode == 1, res.stderr
+    errors = [x for x in res.stderr.splitlines() if x.startswith("error: ")]
+    assert errors[-1].endswith(
+        f"dissensus runs resume R --journal {j2} --output FILE "
+        "goes on and writes all its records once there is room"
+    ), errors
 
 
 @pytest.mark.parametrize("json_out", [True, False])

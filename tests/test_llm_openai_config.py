@@ -454,7 +454,7 @@ def test_a_404_from_a_base_url_without_v1_says_the_v1_is_most_likely_missing(
         assert root != srv.base_url
         monkeypatch.setenv("OPENAI_API_KEY", KEY)
         said = []
-        for url in (root, srv.base_url + "/nothing/v2"):
+        for url in (root, srv.base_url + "/nothing/v2", root + "/v1beta/openai"):
             monkeypatch.setenv("OPENAI_BASE_URL", url)
             client = resolve_model("openai:m", settings=ClientSettings(max_retries=0))
             with pytest.raises(ModelCallError) as exc:
@@ -465,3 +465,4 @@ def test_a_404_from_a_base_url_without_v1_says_the_v1_is_most_likely_missing(
     assert "the request went to /chat/completions" in said[0]
     assert "the base URL most likely lacks its /v1" in said[0]
     assert "HTTP 404" in said[1] and "lacks its /v1" not in said[1]
+    assert "HTTP 404" in said[2] and "lacks its /v1" not in said[2]  # another version

@@ -483,9 +483,10 @@ def _said_unwritten(
     code."""
     if exc.stdout:
         silence_stdout()  # what it still holds would only fail again on the way out
-    said = output_option(output, False, rejects)
-    if output is None:
-        said = " --output FILE" + said
+    if output in (None, "-"):  # standard output was what was full
+        said = " --output FILE" + output_option(None, False, rejects)
+    else:
+        said = output_option(output, False, rejects)
     sys.stderr.write(
         f"error: {shown_message(exc)}; every journalled step of run {run_id} stays: "
         f"dissensus runs resume {run_id}{journal_option(journal.path)}"

@@ -760,11 +760,16 @@ def _unchained(error: BackendError) -> BackendError:
     return error
 
 
+_VERSIONED = re.compile(r"/v\d")
+"""A path segment naming an API version (``/v1``, ``/v1beta``, ``/v2``)."""
+
+
 def missing_v1_hint(status: int, path: str) -> str:
-    """What a 404 from a path without ``/v1/`` most likely means: a base URL given
+    """What a 404 from a path naming no API version most likely means: a base URL given
     without its ``/v1`` (``http://host:8000`` where the server answers
-    ``http://host:8000/v1/chat/completions``); empty for any other answer."""
-    if status != 404 or "/v1/" in path:
+    ``http://host:8000/v1/chat/completions``); empty for any other answer (a server
+    whose path names another version, ``/v1beta/openai``, is not told it lacks ``/v1``)."""
+    if status != 404 or _VERSIONED.search(path) is not None:
         return ""
     return (
         f" (the request went to {path}: OpenAI-compatible servers answer under /v1, "
