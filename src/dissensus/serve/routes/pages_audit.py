@@ -64,6 +64,11 @@ Choices this module makes:
   audit form unfolded; nothing typed is lost. A blind audit answered meanwhile has no
   form any more: the answer sent is shown as a "Not saved, what you sent" line under
   the standing answer, as a case resolved meanwhile shows it.
+* **Off the event loop.** Both pages, a blind audit's ``j`` / ``k`` links and
+  everything a form does (the checks before its write, the write, the page a refusal
+  shows again, the next audit after it) read the journal in a worker thread, as the case
+  page does (:mod:`~dissensus.serve.routes.pages_case`): a journal that does not answer
+  holds that request only, never ``/healthz`` or another reviewer's page.
 """
 
 from __future__ import annotations
@@ -219,14 +224,20 @@ async def _step(request: Request, ref: str, *, forward: bool) -> Response:
     who = require_login(request)
     if not isinstance(who, Reviewer):
         return who
+    target = await run_in_threadpool(_step_target, request, ref, who, forward)
+    return RedirectResponse(target, status_code=303)
+
+
+def _step_target(request: Request, ref: str, who: Reviewer, forward: bool) -> str:
+    """Where :func:`_step` goes (read in a worker thread)."""
     view = QueueView.of(request)
     refs = audit_list(request, view)
     before, after = _neighbours(request, refs, ref, who.principal.name)
     target = after[:1] if forward else before[-1:]
     if not target:
         position = refs.index(ref) + 1 if ref in refs else None
-        return RedirectResponse(audits_url(view, position), status_code=303)
-    return RedirectResponse(f"/review/audit/{target[0]}{view.suffix()}", status_code=303)
+        return audits_url(view, position)
+    return f"/review/audit/{target[0]}{view.suffix()}"
 
 
 @router.get("/review/audit/{ref}/next")
@@ -274,6 +285,12 @@ async def auto_case(request: Request, ref: str) -> Response:
     who = require_login(request)
     if not isinstance(who, Reviewer):
         return who
+    return await run_in_threadpool(_auto_shown, request, ref, who)
+
+
+def _auto_shown(request: Request, ref: str, who: Reviewer) -> Response:
+    """An automatic decision's page, or its blind audit's while one is open (in a worker
+    thread)."""
     if has_open_audit(service_of(request).journal, ref):
         view = QueueView.of(request)
         return RedirectResponse(f"/review/audit/{ref}{view.suffix()}", status_code=303)
@@ -285,6 +302,11 @@ async def auto_confirm(request: Request, ref: str) -> Response:
     form = await checked_form(request)
     if not isinstance(form, Form):
         return form
+    return await run_in_threadpool(_auto_confirmed, request, ref, form)
+
+
+def _auto_confirmed(request: Request, ref: str, form: Form) -> Response:
+    """The answer to an automatic decision's audit form (in a worker thread)."""
     service = service_of(request)
     if has_open_audit(service.journal, ref):
         why = f"case {ref} waits for a blind audit: answer it at /review/audit/{ref}"
@@ -300,7 +322,7 @@ async def auto_confirm(request: Request, ref: str) -> Response:
         return None if form.text("note") else "write a note: an audit says why"
 
     picked = other or form.pick() or None  # an option's id exactly: "yes " stays "yes "
-    refused = await run_in_threadpool(_confirm, request, ref, form, auto_page, refusal, picked)
+    refused = _confirm(request, ref, form, auto_page, refusal, picked)
     if refused is not None:
         return refused
     view = QueueView.of(request)
@@ -314,7 +336,9 @@ async def audit_case(request: Request, ref: str) -> Response:
     who = require_login(request)
     if not isinstance(who, Reviewer):
         return who
-    return or_not_found(request, who, lambda: audit_page(request, ref, who))
+    return await run_in_threadpool(
+        or_not_found, request, who, lambda: audit_page(request, ref, who)
+    )
 
 
 @router.post("/review/audit/{ref}/answer")
@@ -322,6 +346,11 @@ async def audit_answer(request: Request, ref: str) -> Response:
     form = await checked_form(request)
     if not isinstance(form, Form):
         return form
+    return await run_in_threadpool(_audit_answered, request, ref, form)
+
+
+def _audit_answered(request: Request, ref: str, form: Form) -> Response:
+    """The answer to a blind audit's form (in a worker thread)."""
     service = service_of(request)
     journal = service.journal
     picked, other = form.pick(), form.text("other")  # the option's id exactly, as sent
@@ -338,9 +367,7 @@ async def audit_answer(request: Request, ref: str) -> Response:
             return "pick an option or type another answer, not both"
         return None if form.text("note") else "write a note (n): an audit says why"
 
-    refused = await run_in_threadpool(
-        _confirm, request, ref, form, audit_page, refusal, picked or other
-    )
+    refused = _confirm(request, ref, form, audit_page, refusal, picked or other)
     if refused is not None:
         return refused
     left = unclaimed(request, audit_list(request, view), form.principal.name)
@@ -353,14 +380,24 @@ async def audit_answer(request: Request, ref: str) -> Response:
     return RedirectResponse(f"/review/audit/{target}{view.suffix()}", status_code=303)
 
 
-async def _claim(request: Request, ref: str, *, blind: bool, give_up: bool = False) -> Response:
+async def _claim(
+    request: Request, ref: str, *, blind: bool | None, give_up: bool = False
+) -> Response:
     """Claim the audit of ``ref`` (with ``give_up``, give the reviewer's claim on it up),
-    then show its page again: the blind one when ``blind`` (a refused claim shows nothing
-    of the committed answer there), else the automatic decision's."""
+    then show its page again: the blind one when ``blind`` (``None``: while a blind audit
+    of ``ref`` is open; a refused claim shows nothing of the committed answer there),
+    else the automatic decision's."""
     form = await checked_form(request)
     if not isinstance(form, Form):
         return form
+    return await run_in_threadpool(_claimed, request, ref, form, blind, give_up)
+
+
+def _claimed(request: Request, ref: str, form: Form, blind: bool | None, give_up: bool) -> Response:
+    """:func:`_claim`'s answer once the form is checked (in a worker thread)."""
     service = service_of(request)
+    if blind is None:
+        blind = has_open_audit(service.journal, ref)
     page: Page = audit_page if blind else auto_page
     try:
         if blind:
@@ -368,7 +405,7 @@ async def _claim(request: Request, ref: str, *, blind: bool, give_up: bool = Fal
         else:
             service.desk.auto_case(ref)  # an audit's: not an escalated case's
         act = service.desk.release if give_up else service.desk.claim
-        await run_in_threadpool(act, ref, form.principal.name)
+        act(ref, form.principal.name)
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
     except DissensusError as exc:
@@ -382,7 +419,7 @@ async def _claim(request: Request, ref: str, *, blind: bool, give_up: bool = Fal
 
 @router.post("/review/auto/{ref}/claim")
 async def auto_claim(request: Request, ref: str) -> Response:
-    return await _claim(request, ref, blind=has_open_audit(service_of(request).journal, ref))
+    return await _claim(request, ref, blind=None)
 
 
 @router.post("/review/audit/{ref}/claim")
@@ -392,8 +429,7 @@ async def audit_claim(request: Request, ref: str) -> Response:
 
 @router.post("/review/auto/{ref}/release")
 async def auto_release(request: Request, ref: str) -> Response:
-    blind = has_open_audit(service_of(request).journal, ref)
-    return await _claim(request, ref, blind=blind, give_up=True)
+    return await _claim(request, ref, blind=None, give_up=True)
 
 
 @router.post("/review/audit/{ref}/release")

@@ -7,6 +7,10 @@ the page the reviewer was sent from (``next``, a path of the review site only:
 no login: the login page sends the reviewer there at once. An unknown token counts
 against the address it came from, as a bearer token does: after too many in a minute
 the form answers ``429`` without checking the token (:mod:`dissensus.serve.throttle`).
+A refused logout (403 without the session's CSRF token, the session kept; 415, 413 or
+400 for a body no page sends) is said in plain text, which the page's script shows in its
+alert above the page it keeps, with ``Cache-Control: no-store`` and
+``X-Content-Type-Options: nosniff`` as every answer of the site.
 """
 
 from __future__ import annotations
@@ -139,18 +143,21 @@ async def logout(request: Request) -> Response:
     form = await read_form(request)
     if isinstance(form, tuple):
         status, reason = form
-        return PlainTextResponse(
-            f"{reason}: reload the page and log out from it", status_code=status
-        )
+        return _refused(f"{reason}: reload the page and log out from it", status)
     if principal is not None:
         if not service.sessions.check_csrf(sid, str(form.get("csrf", ""))):
             # Refused as every page post without its token is (403), the session and its
             # cookie kept: deleting only the cookie would look like a logout while the
             # session stayed open on the server.
-            return PlainTextResponse(
-                "the form expired: reload the page and log out from it", status_code=403
-            )
+            return _refused("the form expired: reload the page and log out from it", 403)
         service.sessions.close(sid)
     response = RedirectResponse("/review/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/review")
     return response
+
+
+def _refused(text: str, status: int) -> Response:
+    """A refused logout, said in plain text (the page's script shows it in its alert, the
+    page kept), never cached nor sniffed as another type, as every page of the site."""
+    headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+    return PlainTextResponse(text, status_code=status, headers=headers)

@@ -60,6 +60,13 @@ Choices this module makes:
   naming two options labelled alike is refused (422). With no suggestion (every agent abstained) a typed answer
   overrides nothing, but ``--review-note override`` still asks for a note, since the
   decision then rests on the reviewer alone.
+* **Off the event loop.** The case page, its ``j`` / ``k`` links and everything a form
+  does (the checks before its write, the write, the page a refusal shows again, the next
+  case after a resolve) read the journal and render in a worker thread: a long case
+  takes a moment to read and render, and a journal that does not answer (a SQLite
+  write lock another process holds, a PostgreSQL behind a silent network) held
+  ``/healthz``, the chat door and every other page as long while it was read on the
+  event loop.
 """
 
 from __future__ import annotations
@@ -250,12 +257,18 @@ async def _step(request: Request, review_id: str, *, forward: bool) -> Response:
     who = require_login(request)
     if not isinstance(who, Reviewer):
         return who
+    target = await run_in_threadpool(_step_target, request, review_id, who, forward)
+    return RedirectResponse(target, status_code=303)
+
+
+def _step_target(request: Request, review_id: str, who: Reviewer, forward: bool) -> str:
+    """Where :func:`_step` goes (read in a worker thread)."""
     view = QueueView.of(request)
     before, after = neighbours(request, review_id, view, who.principal.name)
     target = after if forward else before
     if target is None:
-        return RedirectResponse(queue_url(request, review_id, view), status_code=303)
-    return RedirectResponse(f"/review/case/{target}{view.suffix()}", status_code=303)
+        return queue_url(request, review_id, view)
+    return f"/review/case/{target}{view.suffix()}"
 
 
 @router.get("/review/case/{review_id}/next")
@@ -273,7 +286,9 @@ async def case(request: Request, review_id: str) -> Response:
     who = require_login(request)
     if not isinstance(who, Reviewer):
         return who
-    return or_not_found(request, who, lambda: case_page(request, review_id, who))
+    return await run_in_threadpool(
+        or_not_found, request, who, lambda: case_page(request, review_id, who)
+    )
 
 
 def _refuse_conflicts(request: Request, status: ReviewStatus, form: Form) -> None:
@@ -363,8 +378,14 @@ async def resolve(request: Request, review_id: str) -> Response:
     form = await checked_form(request)
     if not isinstance(form, Form):
         return form
+    return await run_in_threadpool(_resolved, request, review_id, form)
+
+
+def _resolved(request: Request, review_id: str, form: Form) -> Response:
+    """The answer to a resolve form: the next open case once journalled, else the page
+    refusing it (in a worker thread, as every step reads the journal)."""
     try:
-        refused = await run_in_threadpool(_resolve, request, review_id, form)
+        refused = _resolve(request, review_id, form)
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
     except (TextTooLong, AmbiguousAnswer) as exc:  # the reviewer can fix it on the form
@@ -390,14 +411,17 @@ async def undo(request: Request) -> Response:
     form = await checked_form(request)
     if not isinstance(form, Form):
         return form
+    return await run_in_threadpool(_undone, request, form)
+
+
+def _undone(request: Request, form: Form) -> Response:
+    """The answer to an undo form: back to the case reopened, else the page refusing it
+    (in a worker thread)."""
     service = service_of(request)
     review_id = str(form.data.get("review_id", ""))
     try:
-        await run_in_threadpool(
-            service.desk.undo,
-            review_id,
-            reviewer=form.principal.name,
-            within_s=service.settings.undo_window_s,
+        service.desk.undo(
+            review_id, reviewer=form.principal.name, within_s=service.settings.undo_window_s
         )
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
@@ -416,8 +440,15 @@ async def _on_claim(request: Request, review_id: str, act: Callable[[str], objec
     form = await checked_form(request)
     if not isinstance(form, Form):
         return form
+    return await run_in_threadpool(_claimed, request, review_id, form, act)
+
+
+def _claimed(
+    request: Request, review_id: str, form: Form, act: Callable[[str], object]
+) -> Response:
+    """:func:`_on_claim`'s answer once the form is checked (in a worker thread)."""
     try:
-        await run_in_threadpool(act, form.principal.name)
+        act(form.principal.name)
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
     except DissensusError as exc:
