@@ -72,3 +72,27 @@ def test_a_level_outside_zero_one_is_refused(
     labelled: tuple[list[Any], list[str]], level: float, which: str
 ) -> None:
     assert "strictly between 0 and 1" in str(_refused(labelled, which, **{which: level}))
+
+
+@pytest.mark.parametrize(
+    ("field", "kwargs"),
+    [
+        ("rule", {"rule": "bogus"}),
+        ("family", {"family": []}),
+        ("seed", {"seed": -1}),
+        ("seed", {"seed": 2**32}),
+        ("seed", {"seed": 1.5}),
+        ("grid", {"grid": 0}),
+        ("grid", {"grid": True}),
+        ("judged.0", {"judged": ["no"] * 40}),
+        ("judged", {"judged": [True]}),
+    ],
+)
+def test_choices_it_cannot_take_are_refused_before_the_fit(
+    labelled: tuple[list[Any], list[str]], field: str, kwargs: dict[str, Any]
+) -> None:
+    # An unknown rule was a pydantic ValidationError after the whole fit, an empty family
+    # list a bare ValueError, a negative seed NumPy's ValueError, grid 0 a
+    # ZeroDivisionError; judged marks of strings were read as true.
+    err = _refused(labelled, field, **kwargs)
+    assert field.split(".")[0] in str(err)
