@@ -155,7 +155,7 @@ def _check_arguments(
     target: object,
     delta: object,
     min_accepted: object,
-    strata: Sequence[str] | None,
+    strata: Sequence[object] | None,
     strata_field: str | None = None,
     keys: Sequence[str] | None,
 ) -> None:
@@ -305,7 +305,7 @@ def calibrate(
     target: float = 0.9,
     delta: float = 0.1,
     min_accepted: int = 30,
-    strata: Sequence[str] | None = None,
+    strata: Sequence[object] | None = None,
     strata_field: str | None = None,
     settings: FeatureSettings | None = None,
     built_from: list[str] | None = None,
@@ -335,8 +335,7 @@ def calibrate(
     )  # fmt: skip
     _check_choices(cases, family=family, rule=rule, seed=seed, grid=grid, judged=judged)
     golds = _gold_labels(golds)
-    if strata is not None:
-        strata = _stratum_labels(strata)
+    groups = None if strata is None else _stratum_labels(strata)
     compete = (
         list(DEFAULT_FAMILIES)
         if family is None
@@ -353,9 +352,9 @@ def calibrate(
         bad = first_bad([c.features for c in rows])
         if bad is not None:
             raise ConfigError(f"case {k}: feature {bad[0]}: {bad[1]}", field="cases")
-    if strata is not None:
+    if groups is not None:
         check_strata(
-            strata,
+            groups,
             judged,
             target=target,
             delta=delta,
@@ -364,7 +363,7 @@ def calibrate(
         )
     feats = feature_list(cases, golds)
     if fitted is None:
-        fitted = crossfit(cases, golds, groups=strata, seed=seed, features=feats, keys=keys)
+        fitted = crossfit(cases, golds, groups=groups, seed=seed, features=feats, keys=keys)
     scores = {"learned": fitted.scores}
     for name in FAMILIES[1:]:
         scores[name] = family_scores(name, cases)
@@ -374,14 +373,14 @@ def calibrate(
         scores = {name: [values[i] for i in keep] for name, values in scores.items()}
         cases = [cases[i] for i in keep]
         golds = [golds[i] for i in keep]
-        strata = None if strata is None else [strata[i] for i in keep]
+        groups = None if groups is None else [groups[i] for i in keep]
     chosen, choice, figures = select_family(
         scores,
         golds,
         target=target,
         delta=delta,
         min_accepted=min_accepted,
-        strata=strata,
+        strata=groups,
         grid=grid,
         rule=rule,
         seed=seed,
@@ -418,7 +417,7 @@ def calibrate(
         selection_n=len(cases) - tested if tested < len(cases) else None,
         fitted_n=fitted_n if fitted_n > tested else None,
         strata_field=strata_field,
-        strata=choice.strata if strata is not None else [],
+        strata=choice.strata if groups is not None else [],
         calibration_accepted=choice.accepted,
         calibration_correct=choice.correct,
         error_upper=choice.error_upper,
