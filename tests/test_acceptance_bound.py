@@ -218,6 +218,37 @@ def test_fewest_tested_is_the_fewest_where_half_the_allowed_error_rate_passes(
         assert clopper_pearson_upper(int(m * allowed / 2), m, delta) > allowed
 
 
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.floats(0.01, 0.99), st.floats(0.001, 0.9))
+def test_fewest_tested_is_the_first_count_from_one_finds(target: float, delta: float) -> None:
+    from dissensus.acceptance import clopper_pearson_upper, fewest_tested
+
+    allowed = 1 - target
+    n = 1
+    while clopper_pearson_upper(int(n * allowed / 2), n, delta) > allowed:
+        n += 1
+    assert fewest_tested(target, delta) == n
+
+
+def test_fewest_tested_at_a_high_target_takes_few_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A count from 1 took one bound per case: 38,896 at target 0.9999, 388,971 (a
+    # minute) at 0.99999, and the library's calibrate() at 0.9999999 ran for hours.
+    from dissensus.acceptance import bound
+
+    calls = 0
+    real = bound.clopper_pearson_upper
+
+    def counted(errors: int, n: int, delta: float) -> float:
+        nonlocal calls
+        calls += 1
+        return real(errors, n, delta)
+
+    monkeypatch.setattr(bound, "clopper_pearson_upper", counted)
+    assert bound.fewest_tested(0.9999, 0.1) == 38896
+    assert calls < 200
+    assert bound.fewest_tested(1 - 1e-9, 0.1) > 10**9
+
+
 def test_thresholds_without_power_do_not_end_the_sequence() -> None:
     from dissensus.acceptance import clopper_pearson_upper, fewest_tested, select_threshold
 

@@ -24,7 +24,13 @@ file calibrated on two adversarial subsets committed 88 of 100 cases of a third)
 ``strata`` needs ``strata_field`` (an :class:`~dissensus.errors.InputError` naming it
 otherwise): a file with strata and no field name cannot say which stratum a new case is
 in, and one written so before the field was required accepts no case (every door
-passed such a file no stratum, and it committed cases of any). Under the
+passed such a file no stratum, and it committed cases of any). Each stratum is read as
+every door reads a case's (:func:`stratum_of`: ``True`` is ``"true"``, ``7.0`` is
+``"7"``, ``None`` is :data:`MISSING_STRATUM`): strata passed as the raw ``meta`` values
+were named by ``str`` (``True``, ``7.0``, ``None``), so the file accepted no case
+through any door, and ``None`` beside a number failed with a ``TypeError``; a value that
+names no stratum (a list, an object, a non-finite number) is an
+:class:`~dissensus.errors.InputError` naming ``strata[i]``. Under the
 ``split`` family rule the file's ``calibration_n`` and figures are those of the half
 that tested the threshold (what the bound counted), ``selection_n`` the half that
 chose the family; the shift reference keeps both. The cases are taken to be distinct: the
@@ -45,10 +51,13 @@ scores (fold models share training cases), which ``evaluation/acceptance.py`` me
 
 The arguments are checked before anything is fitted: ``target`` and ``delta`` real
 numbers strictly between 0 and 1 (not a boolean or a quoted number), ``min_accepted`` a
-non-negative integer, one gold (and stratum and key, when given) per case; otherwise an
-:class:`~dissensus.errors.InputError` naming the argument, where a negative
-``min_accepted`` was a pydantic traceback after the whole fit and a quoted ``delta`` a
-``TypeError``. Each gold is read as a decision is (:func:`~dissensus.types.gold_label`, as
+non-negative integer, one gold (and stratum and key, when given) per case, ``rule``
+``bonferroni`` or ``split``, ``family`` no empty list, ``seed`` an integer in ``[0,
+2**32)``, ``grid`` a positive integer, a ``CountGrid`` or ``None``, ``judged`` one
+boolean per case; otherwise an :class:`~dissensus.errors.InputError` naming the
+argument, where a negative ``min_accepted`` or an unknown ``rule`` was a pydantic
+traceback after the whole fit, a quoted ``delta`` a ``TypeError``, ``grid=0`` a
+``ZeroDivisionError`` and ``judged`` marks of strings were read as true. Each gold is read as a decision is (:func:`~dissensus.types.gold_label`, as
 ``calibrate-acceptance`` reads ``meta.gold``): golds given as numbers (``[1, 2, ...]``,
 a NumPy array) were compared with the candidates' string labels and every case counted
 wrong, so the file accepted nothing without a word; a gold that names no decision
@@ -74,10 +83,13 @@ import unicodedata
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, get_args
+
+import numpy as np
 
 from dissensus.acceptance.bound import (
     DEFAULT_SEQUENCE,
+    CountGrid,
     Grid,
     fewest_tested,
     floor_words,
@@ -143,7 +155,7 @@ def _check_arguments(
     target: object,
     delta: object,
     min_accepted: object,
-    strata: Sequence[str] | None,
+    strata: Sequence[object] | None,
     strata_field: str | None = None,
     keys: Sequence[str] | None,
 ) -> None:
@@ -184,6 +196,58 @@ def _check_arguments(
         raise error
 
 
+def _shown(value: object) -> str:
+    """``repr(value)`` for a message, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _check_choices(
+    cases: Sequence[Sequence[Candidate]],
+    *,
+    family: object,
+    rule: object,
+    seed: object,
+    grid: object,
+    judged: Sequence[object] | None,
+) -> None:
+    """Refuse, before anything is fitted, the choices :func:`calibrate` cannot take: an
+    :class:`~dissensus.errors.InputError` naming the argument (an unknown family rule, an
+    empty list of families, a seed that is no integer in ``[0, 2**32)``, a grid of no
+    points, ``judged`` marks that are not booleans or not one per case)."""
+
+    def refuse(field: str, message: str) -> None:
+        error = InputError(message)
+        error.field = field
+        raise error
+
+    if rule not in get_args(SelectionRule):
+        refuse("rule", f"rule is 'bonferroni' or 'split', not {_shown(rule)}")
+    if isinstance(family, Sequence) and not isinstance(family, str) and len(family) == 0:
+        refuse("family", "family names no score family: give one, a list of them, or None")
+    if (
+        isinstance(seed, bool)
+        or not isinstance(seed, numbers.Integral)
+        or not 0 <= int(seed) < 2**32
+    ):
+        refuse("seed", f"seed must be an integer in [0, 2**32), not {_shown(seed)}")
+    if (
+        grid is not None
+        and not isinstance(grid, CountGrid)
+        and (isinstance(grid, bool) or not isinstance(grid, int) or grid < 1)
+    ):
+        refuse(
+            "grid",
+            f"grid must be a positive integer, a CountGrid or None, not {_shown(grid)}",
+        )
+    if judged is not None:
+        if len(judged) != len(cases):
+            refuse("judged", f"judged marks {len(judged)} cases, not {len(cases)}")
+        for i, mark in enumerate(judged):
+            if not isinstance(mark, (bool, np.bool_)):
+                refuse(f"judged.{i}", f"judged[{i}] must be a boolean, not {_shown(mark)}")
+
+
 def _gold_labels(golds: Sequence[object]) -> list[str]:
     """Each gold read as a decision is (:func:`~dissensus.types.gold_label`: ``2`` and
     ``2.0`` are ``"2"``, ``True`` is ``"true"``; a NumPy scalar as its Python value, a
@@ -214,6 +278,26 @@ def _gold_labels(golds: Sequence[object]) -> list[str]:
     return out
 
 
+def _stratum_labels(strata: Sequence[object]) -> list[str]:
+    """Each stratum read as every door reads a case's (:func:`stratum_of`: ``True`` is
+    ``"true"``, ``7.0`` is ``"7"``, ``None`` is :data:`MISSING_STRATUM`; a NumPy scalar as
+    its Python value), or an :class:`~dissensus.errors.InputError` naming ``strata[i]``
+    for a value that names no stratum (a list, an object, a non-finite number)."""
+    out: list[str] = []
+    for i, raw in enumerate(strata):
+        value = raw
+        if not isinstance(value, str) and getattr(value, "ndim", None) == 0:
+            value = value.item()  # type: ignore[attr-defined]  # a NumPy scalar
+        meta = {"stratum": value}
+        why = stratum_refusal(meta, "stratum")
+        if why is not None:
+            error = InputError(f"strata[{i}]: {why}")
+            error.field = f"strata.{i}"
+            raise error
+        out.append(str(stratum_of(meta, "stratum")))
+    return out
+
+
 def calibrate(
     cases: Sequence[Sequence[Candidate]],
     golds: Sequence[str],
@@ -221,7 +305,7 @@ def calibrate(
     target: float = 0.9,
     delta: float = 0.1,
     min_accepted: int = 30,
-    strata: Sequence[str] | None = None,
+    strata: Sequence[object] | None = None,
     strata_field: str | None = None,
     settings: FeatureSettings | None = None,
     built_from: list[str] | None = None,
@@ -249,7 +333,9 @@ def calibrate(
         cases, golds, target=target, delta=delta, min_accepted=min_accepted, strata=strata,
         strata_field=strata_field, keys=keys,
     )  # fmt: skip
+    _check_choices(cases, family=family, rule=rule, seed=seed, grid=grid, judged=judged)
     golds = _gold_labels(golds)
+    groups = None if strata is None else _stratum_labels(strata)
     compete = (
         list(DEFAULT_FAMILIES)
         if family is None
@@ -266,11 +352,9 @@ def calibrate(
         bad = first_bad([c.features for c in rows])
         if bad is not None:
             raise ConfigError(f"case {k}: feature {bad[0]}: {bad[1]}", field="cases")
-    if judged is not None and len(judged) != len(cases):
-        raise ConfigError(f"judged marks {len(judged)} cases, not {len(cases)}")
-    if strata is not None:
+    if groups is not None:
         check_strata(
-            strata,
+            groups,
             judged,
             target=target,
             delta=delta,
@@ -279,7 +363,7 @@ def calibrate(
         )
     feats = feature_list(cases, golds)
     if fitted is None:
-        fitted = crossfit(cases, golds, groups=strata, seed=seed, features=feats, keys=keys)
+        fitted = crossfit(cases, golds, groups=groups, seed=seed, features=feats, keys=keys)
     scores = {"learned": fitted.scores}
     for name in FAMILIES[1:]:
         scores[name] = family_scores(name, cases)
@@ -289,14 +373,14 @@ def calibrate(
         scores = {name: [values[i] for i in keep] for name, values in scores.items()}
         cases = [cases[i] for i in keep]
         golds = [golds[i] for i in keep]
-        strata = None if strata is None else [strata[i] for i in keep]
+        groups = None if groups is None else [groups[i] for i in keep]
     chosen, choice, figures = select_family(
         scores,
         golds,
         target=target,
         delta=delta,
         min_accepted=min_accepted,
-        strata=strata,
+        strata=groups,
         grid=grid,
         rule=rule,
         seed=seed,
@@ -333,7 +417,7 @@ def calibrate(
         selection_n=len(cases) - tested if tested < len(cases) else None,
         fitted_n=fitted_n if fitted_n > tested else None,
         strata_field=strata_field,
-        strata=choice.strata if strata is not None else [],
+        strata=choice.strata if groups is not None else [],
         calibration_accepted=choice.accepted,
         calibration_correct=choice.correct,
         error_upper=choice.error_upper,
@@ -387,7 +471,9 @@ def stratum_refusal(meta: Mapping[str, Any], field: str) -> str | None:
         if isinstance(value, dict)
         else "a list"
         if isinstance(value, list)
-        else "not a label"
+        else f"{value!r}"
+        if isinstance(value, float)
+        else f"a {type(value).__name__}"
     )
     return f"a stratum is a string, number or boolean, not {kind}"
 
