@@ -37,6 +37,20 @@ def test_cp_upper_monotone_in_errors_and_covers_the_rate(
     assert clopper_pearson_upper(k, n, delta / 2) >= u
 
 
+@pytest.mark.parametrize(
+    ("errors", "delta", "said"),
+    [(-1, 0.1, "errors is -1"), (3, 1.5, "delta is 1.5"), (3, 0.0, "delta is 0.0"),
+     (3, float("nan"), "delta is nan")],
+)  # fmt: skip
+def test_cp_upper_refuses_what_has_no_bound(errors: int, delta: float, said: str) -> None:
+    """These answered ``nan``, which compares as neither above nor below a target."""
+    from dissensus.acceptance import clopper_pearson_upper
+    from dissensus.errors import InputError
+
+    with pytest.raises(InputError, match=said):
+        clopper_pearson_upper(errors, 10, delta)
+
+
 def test_cp_upper_known_value() -> None:
     from dissensus.acceptance import clopper_pearson_upper
 

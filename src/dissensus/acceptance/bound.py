@@ -180,7 +180,15 @@ def plain_guarantee(target: float, delta: float, calibration_n: int) -> str:
 
 
 def clopper_pearson_upper(errors: int, n: int, delta: float) -> float:
-    """One-sided exact upper confidence bound (level ``1 - delta``) on a binomial rate."""
+    """One-sided exact upper confidence bound (level ``1 - delta``) on a binomial rate.
+
+    ``errors`` below 0 or ``delta`` outside (0, 1) (or not a number) is an
+    :class:`~dissensus.errors.InputError` naming the argument: such a call answered
+    ``nan``, which compares as neither above nor below a target."""
+    if errors < 0:
+        raise InputError(f"errors is {errors}: a count of errors is 0 or more")
+    if not 0.0 < delta < 1.0:  # nan fails too
+        raise InputError(f"delta is {delta}: a confidence level's delta is in (0, 1)")
     if n <= 0:
         return 1.0
     if errors >= n:
