@@ -53,13 +53,27 @@ Choices this module makes:
   every run read before (one-case runs, as the one-panel doors make them), the values
   kept in order are those of the last read followed by the new runs' (:attr:`Followed.extends`),
   not gathered again run by run.
+* **Nothing committed since.** Each read first asks the back end what was committed
+  since (:meth:`~dissensus.store.backend.Backend.version`, in the read's snapshot: on
+  SQLite the file's identity, ``PRAGMA data_version`` and the journal object's own
+  writes; on PostgreSQL the server's transaction snapshot; the back ends' modules say
+  why each is exact). A read whose version is the one its last read had returns that
+  read's state as it is, reading nothing else: nothing was committed, so a full read
+  would read the same. Inside a write transaction of the journal object there is no
+  version, and the heads are read.
+* **Heads shared.** The followers of one journal object (the review desk's, the shift
+  watch's in the same process) share one read of the runs' heads (:class:`SharedHeads`,
+  kept by the journal object): a follower reads them only when what was committed
+  since they were last read changed; those of a kind are picked from them, one list per
+  kind, so the runs' ids and hashes are held once, not once per follower. Without a
+  version each read reads the heads, as before.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -69,7 +83,7 @@ if TYPE_CHECKING:
     from dissensus.store.backend import Backend
     from dissensus.store.journal import Journal
 
-__all__ = ["BULK_RUNS", "Followed", "RunRead", "TypeFollower", "follow"]
+__all__ = ["BULK_RUNS", "Followed", "RunRead", "SharedHeads", "TypeFollower", "follow"]
 
 T = TypeVar("T")
 
@@ -80,6 +94,46 @@ _CHUNK = 100
 """Runs named in one query (each ``run_id`` and sequence number a parameter)."""
 
 _SERIALS = itertools.count(1)
+
+_HEADS = "SELECT run_id, n_events, head_hash, created, kind FROM runs"
+"""Every run's head: what a read compares (the table's own order, its pages read once
+each; a lookup of each run's row by the index would read the table's pages, spread
+among the events', once per run)."""
+
+Head = tuple[Any, ...]
+"""One run's head as read: ``run_id``, number of events, head hash, creation time, kind."""
+
+
+class SharedHeads:
+    """The runs' heads as one journal object's followers last read them, with the back
+    end's version of that read (see the module docstring): followers reading at the same
+    version take them from here. Used inside a snapshot only (under the back end's lock)."""
+
+    __slots__ = ("_kinds", "_rows", "_version")
+
+    def __init__(self) -> None:
+        self._version: Hashable | None = None
+        self._rows: list[Head] = []
+        self._kinds: dict[str | None, list[Head]] = {}
+
+    def read(self, backend: Backend, version: Hashable | None, kind: str | None) -> list[Head]:
+        """The heads of the runs (of ``kind`` only, when given) in the snapshot open,
+        whose version is ``version``: those read at that version, else read now."""
+        if version is None or version != self._version:
+            rows = backend.values(_HEADS)
+            if version is None:
+                return _of_kind(rows, kind)
+            self._version, self._rows, self._kinds = version, rows, {}
+        found = self._kinds.get(kind)
+        if found is None:
+            found = self._kinds[kind] = _of_kind(self._rows, kind)
+        return found
+
+
+def _of_kind(rows: list[Head], kind: str | None) -> list[Head]:
+    """The heads of ``rows`` of runs of ``kind`` (``None``: every run)."""
+    return rows if kind is None else [row for row in rows if row[4] == kind]
+
 
 _ORDER = "SELECT run_id FROM runs{where} ORDER BY created, run_id"
 """The runs in the order a read of events across runs lists them."""
@@ -122,9 +176,11 @@ class Followed(Generic[T]):
     read anew)."""
     kind: str | None = None
     """The kind of the runs read (``None``: every run)."""
-    heads: Sequence[tuple[Any, ...]] = ()
-    """The runs' heads as read (``run_id``, number of events, head hash, creation time),
-    in the order the table gave them."""
+    heads: Sequence[Head] = ()
+    """The runs' heads as read (``run_id``, number of events, head hash, creation time,
+    kind), in the order the table gave them."""
+    version: Hashable | None = None
+    """The back end's version of the read (``None``: none)."""
 
     def kept(self) -> Iterator[T]:
         """The kept values in full-read order (run order, then sequence)."""
@@ -138,10 +194,12 @@ def follow(
     before: Followed[T] | None,
     *,
     kind: str | None = None,
+    shared: SharedHeads | None = None,
 ) -> Followed[T]:
     """The state after ``before`` (``None``: nothing read yet), read in one snapshot
     (see the module docstring); ``before`` itself is never changed. With ``kind``, only
-    the runs of that kind are read."""
+    the runs of that kind are read; with ``shared``, the heads are those it holds when
+    read at the same version."""
     if before is not None and (
         before.journal != backend.path or before.type != type or before.kind != kind
     ):
@@ -149,18 +207,17 @@ def follow(
     where, of_kind = ("", ()) if kind is None else (" WHERE kind = ?", (kind,))
     known: Mapping[str, RunRead[T]] = before.runs if before is not None else {}
     with backend.errors(), backend.snapshot():
-        # The heads in the table's own order (its pages read once each) and the order
-        # from the runs' index alone: a lookup of each run's row by the index would
-        # read the table's pages (spread among the events') once per run.
-        heads = backend.values(
-            f"SELECT run_id, n_events, head_hash, created FROM runs{where}", of_kind
-        )
+        version = backend.version()
+        if before is not None and version is not None and version == before.version:
+            # Nothing was committed since the last read: its state is this one's.
+            return replace(before, read_runs=0, serial=next(_SERIALS), extends=before.serial)
+        heads = (shared or SharedHeads()).read(backend, version, kind)
         count = (
             int(backend.values("SELECT COUNT(*) FROM events WHERE type = ?", (type,))[0][0])
             if kind is None
             else -1  # the events of the type the runs read hold: summed below
         )
-        if before is not None and heads == before.heads:
+        if before is not None and (heads is before.heads or heads == before.heads):
             # Every run's head and time as read last time: nothing to read, and the
             # runs' order is the one read then.
             return replace(
@@ -169,13 +226,15 @@ def follow(
                 read_runs=0,
                 serial=next(_SERIALS),
                 extends=before.serial,
+                heads=heads,
+                version=version,
             )
         order = tuple(row[0] for row in backend.values(_ORDER.format(where=where), of_kind))
         runs: dict[str, RunRead[T]] = {}
         marks: dict[str, int] = {}
         """Runs to read, from which sequence number."""
         grown: list[tuple[str, int, str]] = []
-        for run_id, n_events, head_hash, _ in heads:
+        for run_id, n_events, head_hash, *_ in heads:
             old = known.get(run_id)
             if n_events.__class__ is not int:
                 n_events = None  # damaged: read whole each time
@@ -251,6 +310,7 @@ def follow(
         extends=extends,
         kind=kind,
         heads=heads,
+        version=version,
     )
 
 
