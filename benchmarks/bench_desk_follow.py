@@ -13,7 +13,9 @@ with nothing new is timed (median, CPU seconds of the process and wall seconds):
   the judged cases);
 * **page**: the queue page's calls that read them
   (:meth:`~dissensus.serve.journal_adapter.ReviewDesk.auto_cases` and
-  :meth:`~dissensus.serve.journal_adapter.ReviewDesk.acceptance_files`).
+  :meth:`~dissensus.serve.journal_adapter.ReviewDesk.acceptance_files`);
+* **one new run**: the four followers' reads after another connection journalled one
+  more run (the run's writing not timed).
 
 Then the memory the four followers keep (``tracemalloc``, after a first read by a new
 desk and watch), in all and per run.
@@ -21,6 +23,9 @@ desk and watch), in all and per run.
 Usage::
 
     python benchmarks/bench_desk_follow.py [--runs 20000] [--repeat 20] [--journal FILE]
+
+A ``--journal`` given is copied (SQLite's backup API) and the copy read and written:
+the file itself is only built, when it holds no run.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -54,11 +60,12 @@ BLOCK = 1000
 ACCEPTANCE = {"sha256": "a" * 64, "target_precision": 0.9, "delta": 0.05}
 
 
-def build(journal: Journal, runs: int) -> None:
-    """``runs`` decide runs of one automatic decision and one review item each."""
-    for start in range(0, runs, BLOCK):
+def build(journal: Journal, runs: int, first: int = 0) -> None:
+    """``runs`` decide runs of one automatic decision and one review item each, numbered
+    from ``first``."""
+    for start in range(first, first + runs, BLOCK):
         with journal.transaction():
-            for i in range(start, min(runs, start + BLOCK)):
+            for i in range(start, min(first + runs, start + BLOCK)):
                 run_id = f"r{i:07d}"
                 started = {"kind": RUN_KIND, "via": "bench", "acceptance": ACCEPTANCE}
                 journal.create_run(
@@ -102,10 +109,15 @@ def page(desk: ReviewDesk) -> Callable[[], Any]:
     return read
 
 
-def timed(call: Callable[[], Any], repeat: int) -> tuple[float, float]:
-    """Median CPU and wall seconds of ``call``."""
+def timed(
+    call: Callable[[], Any], repeat: int, before: Callable[[int], Any] | None = None
+) -> tuple[float, float]:
+    """Median CPU and wall seconds of ``call`` (``before(i)`` run untimed before the
+    ``i``-th)."""
     cpu, wall = [], []
-    for _ in range(repeat):
+    for i in range(repeat):
+        if before is not None:
+            before(i)
         c0, w0 = time.process_time(), time.perf_counter()
         call()
         cpu.append(time.process_time() - c0)
@@ -133,12 +145,19 @@ def main() -> None:
     parser.add_argument("--journal", help="an SQLite file (built when it holds no run)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.journal or str(Path(tmp) / "desk.sqlite")
-        with Journal(path) as journal:
+        path = str(Path(tmp) / "desk.sqlite")
+        source = args.journal or path
+        with Journal(source) as journal:
             if journal.run("r0000000", missing_ok=True) is None:
                 t0 = time.perf_counter()
                 build(journal, args.runs)
                 print(f"built {args.runs} runs in {time.perf_counter() - t0:.1f} s")
+        if source != path:
+            with sqlite3.connect(source) as src, sqlite3.connect(path) as dst:
+                src.backup(dst)
+            src.close()
+            dst.close()
+        with Journal(path) as journal, Journal(path) as other:
             runs = len(journal._backend.values("SELECT run_id FROM runs"))
             desk, cases = ReviewDesk(journal, claim_ttl_s=60), JudgedCases()
             t0 = time.perf_counter()
@@ -154,6 +173,13 @@ def main() -> None:
             print(
                 "nothing new, auto_cases + acceptance_files: "
                 f"{cpu * 1000:.2f} ms CPU, {wall * 1000:.2f} ms wall"
+            )
+            cpu, wall = timed(
+                followers(desk, cases), args.repeat, lambda i: build(other, 1, runs + i)
+            )
+            print(
+                f"one new run (another connection), four followers: {cpu * 1000:.2f} ms CPU, "
+                f"{wall * 1000:.2f} ms wall"
             )
             size = kept_bytes(journal)
             print(f"kept by the four followers: {size / 1e6:.1f} MB, {size / runs:.0f} bytes a run")
