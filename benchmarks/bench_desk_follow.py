@@ -24,8 +24,10 @@ Usage::
 
     python benchmarks/bench_desk_follow.py [--runs 20000] [--repeat 20] [--journal FILE]
 
-A ``--journal`` given is copied (SQLite's backup API) and the copy read and written:
-the file itself is only built, when it holds no run.
+An SQLite ``--journal`` given is copied (SQLite's backup API) and the copy read and
+written: the file itself is only built, when it holds no run. A PostgreSQL one
+(``postgresql://...``) is read and written as it is (each run of the benchmark adds
+``--repeat`` runs to it).
 """
 
 from __future__ import annotations
@@ -142,7 +144,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=20000)
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--journal", help="an SQLite file (built when it holds no run)")
+    parser.add_argument("--journal", help="an SQLite file or a PostgreSQL URL (built when empty)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "desk.sqlite")
@@ -152,7 +154,9 @@ def main() -> None:
                 t0 = time.perf_counter()
                 build(journal, args.runs)
                 print(f"built {args.runs} runs in {time.perf_counter() - t0:.1f} s")
-        if source != path:
+        if source.startswith("postgresql://"):
+            path = source  # read and written as it is
+        elif source != path:
             with sqlite3.connect(source) as src, sqlite3.connect(path) as dst:
                 src.backup(dst)
             src.close()

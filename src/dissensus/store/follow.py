@@ -53,17 +53,22 @@ Choices this module makes:
   every run read before (one-case runs, as the one-panel doors make them), the values
   kept in order are those of the last read followed by the new runs' (:attr:`Followed.extends`),
   not gathered again run by run. When the heads read begin with those of the last
-  read, unchanged (the runs' table lists runs in the order they were made, so new runs
-  come last), only the runs after them are looked at one by one (a run whose number of
-  events was not a number turns this off: it is read whole whenever the heads changed).
+  read, unchanged (the runs' table gives its rows in the order they were made unless
+  rows were deleted, so new runs usually come last), only the runs after them are
+  looked at one by one; otherwise every run is (a run whose number of events was not a
+  number turns this off: it is read whole whenever the heads changed).
 * **Nothing committed since.** Each read first asks the back end what was committed
   since (:meth:`~dissensus.store.backend.Backend.version`, in the read's snapshot: on
   SQLite the file's identity, ``PRAGMA data_version`` and the journal object's own
   writes; on PostgreSQL the server's transaction snapshot; the back ends' modules say
   why each is exact). A read whose version is the one its last read had returns that
   read's state as it is, reading nothing else: nothing was committed, so a full read
-  would read the same. Inside a write transaction of the journal object there is no
-  version, and the heads are read.
+  would read the same. Any commit changes it: this journal object's, another
+  connection's or process's, a restore of an SQLite file through SQLite's backup API
+  (by a connection other than the journal's own). An SQLite file replaced by rename is
+  another file identity, so the heads are read again, from the file the journal's
+  connection opened (as every read of that connection reads it). Inside a write
+  transaction of the journal object there is no version, and the heads are read.
 * **Heads shared.** The followers of one journal object (the review desk's, the shift
   watch's in the same process) share one read of the runs' heads and of their order
   (:class:`SharedHeads`, kept by the journal object): a follower reads them only when

@@ -52,13 +52,17 @@ Choices this module makes:
 * **What changed since** (:meth:`PostgresBackend.version`, which followers of the journal
   use to skip reading the runs' heads when nothing changed): inside a read snapshot, the
   snapshot itself as the server gives it (``txid_current_snapshot()``: the lowest
-  transaction still running, the next to be numbered and those running between) and
-  when the server started, with which object this is. A transaction that writes is
-  numbered, so any commit (to this journal or any other database of the server) since
-  an earlier snapshot shows in a later one as a higher next number or one fewer running:
-  two equal snapshots see the same committed transactions, thus the same rows. A busy
+  transaction still running, one past the highest finished, and those running between)
+  and when the server started, with which object this is. A transaction that writes is
+  numbered, so a commit (to this journal or any other database of the server) since an
+  earlier snapshot shows in a later one: a transaction running then is no longer
+  listed, or one numbered after it raises the highest finished. Two equal snapshots
+  thus see the same committed transactions, thus the same rows. A busy
   server changes it often (the heads are then read, as without it); a read-only
-  transaction does not. Inside a write transaction of this object there is no version.
+  transaction does not. The server's counts of commits (``pg_stat_database``) would
+  change less often but are reported late, so they could say nothing changed after a
+  commit: they are not used. Inside a write transaction of this object there is no
+  version.
 * **Named locks** (:meth:`~dissensus.store.journal.Journal.lock_name`) are
   transaction-level advisory locks: a run's shift check counts the file's earlier checks
   under one, so two runs finishing at once take consecutive indices.
