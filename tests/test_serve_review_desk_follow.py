@@ -3,11 +3,16 @@ runs' starts, the queue's search texts) are those of the journal as it is: after
 restore from a backup, or a run written again, that leaves the journal as many events
 of each type and the same newest one, the desk showed the cases it had read before; it
 now finds what a desk reading everything anew finds, on both back ends, reading only
-what is new since its last read."""
+what is new since its last read, whichever connection or process wrote, and a page with
+nothing new reads nothing but what the back end says was committed since."""
 
 from __future__ import annotations
 
+import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,10 +34,16 @@ TABLES = ("runs", "events", "review_index")
 
 
 class _World:
-    """A journal, a clock the test moves, and what the test wrote."""
+    """A journal (the desk's), another connection to it, the one of the two the test
+    writes with, a clock the test moves, and what the test wrote."""
 
-    def __init__(self, journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.journal = journal
+    def __init__(
+        self, journal: Journal, monkeypatch: pytest.MonkeyPatch, other: Journal | None = None
+    ) -> None:
+        self.desk_journal = self.journal = journal
+        self.other = other or journal
+        self.copy: Path | None = None
+        """A copy of the journal file (SQLite's backup API), when one was made."""
         self.n = 0
         self.tick = 0
         self.backup: dict[str, list[dict[str, Any]]] | None = None
@@ -127,6 +138,44 @@ def _seen(desk: ReviewDesk) -> tuple[Any, ...]:
     )
 
 
+def _sqlite(journal: Journal) -> bool:
+    return journal._backend.dialect == "sqlite"
+
+
+def _file_copy(world: _World, tmp_path: Path) -> None:
+    """A copy of an SQLite journal's file, made through SQLite's backup API."""
+    if not _sqlite(world.journal):
+        return
+    world.copy = tmp_path / "copy.sqlite"
+    with (
+        sqlite3.connect(world.journal.path) as src,
+        sqlite3.connect(world.copy) as dst,
+    ):
+        src.backup(dst)
+    src.close()
+    dst.close()
+
+
+def _file_restore(world: _World) -> None:
+    """The copy put back into the journal's file through SQLite's backup API, by a
+    connection of its own (PostgreSQL: the rows backed up, put back by the other
+    connection)."""
+    if world.copy is not None:
+        with (
+            sqlite3.connect(world.copy) as src,
+            sqlite3.connect(world.journal.path, isolation_level=None) as dst,
+        ):
+            src.backup(dst)
+        src.close()
+        dst.close()
+    elif world.backup is not None and not _sqlite(world.journal):
+        world.journal, kept = world.other, world.journal
+        try:
+            world.replace(world.backup)
+        finally:
+            world.journal = kept
+
+
 def _fresh(journal: Journal) -> tuple[Any, ...]:
     """What a desk that remembers nothing shows."""
     return _seen(ReviewDesk(journal, claim_ttl_s=60))
@@ -134,8 +183,11 @@ def _fresh(journal: Journal) -> tuple[Any, ...]:
 
 @pytest.fixture
 def world(journal_target: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[_World]:
-    with Journal(journal_target, synchronous="normal") as journal:
-        yield _World(journal, monkeypatch)
+    with (
+        Journal(journal_target, synchronous="normal") as journal,
+        Journal(journal_target, synchronous="normal") as other,
+    ):
+        yield _World(journal, monkeypatch, other)
 
 
 def test_a_restore_keeping_the_count_and_the_newest_event_shows_the_journal(
@@ -192,13 +244,17 @@ _OPS = st.lists(
         st.just(("check",)),
         st.just(("backup",)),
         st.just(("restore",)),
+        st.just(("restore_file",)),
+        st.just(("swap",)),
     ),
     min_size=1,
-    max_size=12,
+    max_size=14,
 )
 """Cases appended (automatic or not, escalated with one question or the other), runs
 started (naming a file or none), written again (of a kind, their answers changed or
-not) or deleted, the clock set back, checks, backups and restores."""
+not) or deleted, the clock set back, checks, backups and restores (of the rows, or of
+the file through SQLite's backup API), by the desk's connection or by another one
+(``swap`` changes which)."""
 
 
 @settings(
@@ -237,12 +293,30 @@ not) or deleted, the clock set back, checks, backups and restores."""
     ],
     bulk=False,
 )
+# Written by another connection after a page, then restored from a copy of the file
+# holding as many events of each type:
+@example(
+    ops=[
+        ("add", "r1", [(ev.CASE_RECORD, True), (ev.REVIEW_OPENED, "cats")]),
+        ("backup",),
+        ("check",),
+        ("swap",),
+        ("rewrite", "r1", RUN_KIND, True),
+        ("check",),
+        ("restore_file",),
+        ("check",),
+        ("swap",),
+        ("add", "r2", [(ev.CASE_RECORD, True)]),
+    ],
+    bulk=False,
+)
 def test_the_desk_reading_on_finds_what_a_fresh_desk_finds(
-    world: _World, ops: list[tuple[Any, ...]], bulk: bool
+    world: _World, ops: list[tuple[Any, ...]], bulk: bool, tmp_path: Path
 ) -> None:
+    world.journal = world.desk_journal
     world.replace({table: [] for table in TABLES})  # each example on an empty journal
-    world.backup = None
-    desk = ReviewDesk(world.journal, claim_ttl_s=60)
+    world.backup, world.copy = None, None
+    desk = ReviewDesk(world.desk_journal, claim_ttl_s=60)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(follow_module, "BULK_RUNS", 0 if bulk else 200)
         for op in ops:
@@ -259,11 +333,18 @@ def test_the_desk_reading_on_finds_what_a_fresh_desk_finds(
                 world.tick = 0
             elif kind == "backup":
                 world.backup = world.rows()
+                _file_copy(world, tmp_path)
             elif kind == "restore" and world.backup is not None:
                 world.replace(world.backup)
+            elif kind == "restore_file":
+                _file_restore(world)
+            elif kind == "swap":
+                world.journal = (
+                    world.other if world.journal is world.desk_journal else world.desk_journal
+                )
             elif kind == "check":
-                assert _seen(desk) == _fresh(world.journal)
-        assert _seen(desk) == _fresh(world.journal)
+                assert _seen(desk) == _fresh(world.desk_journal)
+        assert _seen(desk) == _fresh(world.desk_journal)
 
 
 def test_past_the_cap_a_search_reads_its_entries_and_remembers_nothing(
@@ -281,3 +362,115 @@ def test_past_the_cap_a_search_reads_its_entries_and_remembers_nothing(
         desk = ReviewDesk(journal, claim_ttl_s=60)
         assert [desk.order(text=q) for q in QUESTIONS] == under
         assert desk._opened.state is None
+
+
+def _heads_reads(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A list growing with each read of the runs' heads (``heads``) or of their order
+    (``order``) through ``journal``."""
+    backend = journal._backend
+    real = backend.values
+    reads: list[str] = []
+
+    def values(sql: str, args: Any = ()) -> Any:
+        if sql == follow_module._HEADS:
+            reads.append("heads")
+        elif sql.startswith("SELECT run_id FROM runs") and "ORDER BY created" in sql:
+            reads.append("order")
+        return real(sql, args)
+
+    monkeypatch.setattr(backend, "values", values)
+    return reads
+
+
+def test_a_page_with_nothing_new_reads_no_heads_and_one_after_a_write(
+    world: _World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The desk's followers share one read of the runs' heads; with nothing committed
+    since (SQLite says so for free), a page reads none. On PostgreSQL the server's
+    snapshot says it, which writes of any database of the server change: only what the
+    page shows is compared there."""
+    world.start("r1", RUN_KIND, "A")
+    world.add("r1", [(ev.CASE_RECORD, True), (ev.REVIEW_OPENED, "cats")])
+    desk = ReviewDesk(world.desk_journal, claim_ttl_s=60)
+    reads = _heads_reads(world.desk_journal, monkeypatch)
+    first = _seen(desk)
+    assert first == _fresh(world.desk_journal)
+    sqlite = _sqlite(world.desk_journal)
+    if sqlite:  # one read for the three followers (and the fresh desk's), one order a kind
+        assert sorted(reads) == ["heads", "order", "order"]
+    reads.clear()
+    assert _seen(desk) == first
+    if sqlite:
+        assert reads == []
+    for writer in (world.other, world.desk_journal):
+        world.journal = writer
+        world.add("r2", [(ev.CASE_RECORD, True)])
+        reads.clear()
+        now = _seen(desk)
+        assert now == _fresh(world.desk_journal) and now != first
+        if sqlite:
+            assert sorted(reads) == ["heads", "order", "order"]
+        first = now
+
+
+def test_a_write_of_another_process_is_seen(world: _World, journal_target: str) -> None:
+    """Another process appends a case between two pages: the desk shows it."""
+    world.add("r1", [(ev.CASE_RECORD, True)])
+    desk = ReviewDesk(world.desk_journal, claim_ttl_s=60)
+    assert _seen(desk)[0] == ["r1.1"]
+    script = (
+        "import sys\n"
+        "from dissensus.store import Journal\n"
+        "from dissensus.store.journal import NewEvent\n"
+        "payload = {'id': 'c9', 'auto': True, 'decision': '1'}\n"
+        "with Journal(sys.argv[1], synchronous='normal') as journal:\n"
+        "    journal.append_batch('r1', [NewEvent('case.record', payload, 'case/9/record', '9')])\n"
+    )
+    subprocess.run([sys.executable, "-c", script, journal_target], check=True, timeout=60)
+    seen = _seen(desk)
+    assert seen == _fresh(world.desk_journal) and seen[0] == ["r1.1", "r1.9"]
+
+
+def test_a_file_replaced_by_rename_is_read_as_the_connection_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal file replaced by another through a rename: the desk's connection reads
+    the file it opened, as every other read of that connection does, and the desk shows
+    what a fresh desk on that connection shows."""
+    path = tmp_path / "j.sqlite"
+    with Journal(path, synchronous="normal") as journal:
+        world = _World(journal, monkeypatch)
+        world.add("r1", [(ev.CASE_RECORD, True)])
+        desk = ReviewDesk(journal, claim_ttl_s=60)
+        assert _seen(desk)[0] == ["r1.1"]
+        with Journal(tmp_path / "new.sqlite", synchronous="normal") as new:
+            _World(new, monkeypatch).add("r2", [(ev.CASE_RECORD, True)])
+        (tmp_path / "new.sqlite").rename(path)
+        reads = _heads_reads(journal, monkeypatch)
+        seen = _seen(desk)
+        assert seen == _fresh(journal) and seen[0] == ["r1.1"]
+        assert reads  # the file's identity changed: the heads were read again
+
+
+def test_the_version_changes_with_every_commit_and_only_in_a_read(world: _World) -> None:
+    """A back end's version: none outside a read snapshot or inside a write transaction;
+    another in a snapshot after a commit of this connection or of another."""
+    backend = world.desk_journal._backend
+    assert backend.version() is None
+
+    def now() -> Any:
+        with backend.snapshot():
+            return backend.version()
+
+    first = now()
+    assert first is not None
+    if _sqlite(world.desk_journal):
+        assert now() == first  # nothing committed (PostgreSQL: the server's other databases)
+    for writer in (world.desk_journal, world.other):
+        world.journal = writer
+        world.add(f"r{writer is world.other}", [(ev.CASE_RECORD, True)])
+        later = now()
+        assert later is not None and later != first
+        first = later
+    with world.desk_journal.transaction(), backend.snapshot():
+        assert backend.version() is None

@@ -366,3 +366,34 @@ def test_a_run_head_that_is_not_utf8_is_read_as_a_full_read_reads_it(tmp_path: A
                 journal, "A", None
             )
         assert len(cases.read(journal, "A")) == 3
+
+
+def test_a_run_whose_count_is_not_a_number_is_read_whole_when_runs_are_added(
+    tmp_path: Any,
+) -> None:
+    """A run whose number of events was edited into text is read whole whenever the
+    heads changed, also when the only change is a new run after it (the read that looks
+    only at the runs after those read before does not apply): a judged case added to it
+    by hand, its head left as it was, is found as a full read finds it."""
+    path = tmp_path / "j.sqlite"
+    with Journal(path) as journal:
+        world = _World(journal, journal)
+        world.judge(1, 2, "A")
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("UPDATE runs SET n_events = 'x' WHERE run_id = 'r1'")
+    db.close()
+    with Journal(path) as journal:
+        world = _World(journal, journal)
+        world.n = 100
+        cases = JudgedCases()
+        assert len(cases.read(journal, "A")) == 2
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute(
+            "INSERT INTO events (run_id, seq, key, type, case_ref, at, payload, prev_hash, hash) "
+            "SELECT run_id, seq + 10, key || '+', type, case_ref, at, payload, prev_hash, hash "
+            "FROM events WHERE run_id = 'r1' AND seq = 1"
+        )
+        db.close()
+        world.judge(2, 1, "A")
+        assert cases.read(journal, "A").vectors(window=None) == judged_vectors(journal, "A", None)
+        assert len(cases.read(journal, "A")) == 4

@@ -61,9 +61,12 @@ decide differently.
   text of each review item. Each is kept by a
   :class:`~dissensus.store.follow.TypeFollower` (:mod:`dissensus.store.follow` says how):
   per run, what was read of it and how far (its number of events and head hash), so a
-  page reads the runs' heads (one light row per run) and only the events of the runs
-  that changed since the last page, in one snapshot. What the desk shows is thus what a
-  read of every event would show whenever it is shown: a journal restored from a
+  page reads the runs' heads (one light row per run, one read shared by the followers
+  of the desk's journal object, the shift watch's included) and only the events of the
+  runs that changed since the last page, in one snapshot; a page when nothing was
+  committed since reads no head (the back end says so: :mod:`dissensus.store.follow`).
+  What the desk shows is thus what a read of every event would show whenever it is
+  shown: a journal restored from a
   backup, or replaced by another, or a run written again, is read again where it
   differs, even when it holds as many events of each type and the same newest one as
   before (a count and the newest event, which the desk checked before, showed the cases
@@ -72,9 +75,9 @@ decide differently.
   every decide run's case records and every run's start once (minutes at 20,000 runs
   deciding with the LLMBar file), then only what changed; a restart starts afresh. What
   is remembered grows with the journal's runs, not capped but for the search texts (the
-  bullet above): 42 MB at 20,000 runs each holding one automatic decision and one
-  review item (2 kB a run: each run's head is kept three times), plus one copy of each
-  acceptance file.
+  bullet above): 23 MB at 20,000 runs each holding one automatic decision and one
+  review item, the shift watch's judged cases included (1.1 kB a run; the runs' heads
+  and order are held once), plus one copy of each acceptance file.
 * "Resolved today" counts a reviewer's ``review.resolved`` events since midnight UTC
   (an undone resolution still counts: it was work done).
 * **Undo** goes through :func:`dissensus.pipeline.review.reopen` with the token's name

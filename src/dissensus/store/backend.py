@@ -31,7 +31,7 @@ Choices this module makes:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, cast
 
@@ -111,6 +111,12 @@ class Backend(Protocol):
         :attr:`lock`. Inside a write transaction of this object it is that transaction (on
         PostgreSQL each of its statements sees what was committed when it began: a read
         that must agree is made outside one)."""
+        ...
+
+    def version(self) -> Hashable | None:
+        """Inside a :meth:`snapshot` (none of a write transaction): a value equal in two
+        snapshots of this object only when nothing was committed to the journal between
+        them (``None``: no such value here; each back end says how it makes it)."""
         ...
 
     def commit(self) -> None: ...

@@ -52,14 +52,37 @@ Choices this module makes:
   than a query per hundred runs. When the only runs that changed are new ones after
   every run read before (one-case runs, as the one-panel doors make them), the values
   kept in order are those of the last read followed by the new runs' (:attr:`Followed.extends`),
-  not gathered again run by run.
+  not gathered again run by run. When the heads read begin with those of the last
+  read, unchanged (the runs' table gives its rows in the order they were made unless
+  rows were deleted, so new runs usually come last), only the runs after them are
+  looked at one by one; otherwise every run is (a run whose number of events was not a
+  number turns this off: it is read whole whenever the heads changed).
+* **Nothing committed since.** Each read first asks the back end what was committed
+  since (:meth:`~dissensus.store.backend.Backend.version`, in the read's snapshot: on
+  SQLite the file's identity, ``PRAGMA data_version`` and the journal object's own
+  writes; on PostgreSQL the server's transaction snapshot; the back ends' modules say
+  why each is exact). A read whose version is the one its last read had returns that
+  read's state as it is, reading nothing else: nothing was committed, so a full read
+  would read the same. Any commit changes it: this journal object's, another
+  connection's or process's, a restore of an SQLite file through SQLite's backup API
+  (by a connection other than the journal's own). An SQLite file replaced by rename is
+  another file identity, so the heads are read again, from the file the journal's
+  connection opened (as every read of that connection reads it). Inside a write
+  transaction of the journal object there is no version, and the heads are read.
+* **Heads shared.** The followers of one journal object (the review desk's, the shift
+  watch's in the same process) share one read of the runs' heads and of their order
+  (:class:`SharedHeads`, kept by the journal object): a follower reads them only when
+  what was committed since they were last read changed; those of a kind are picked
+  from them, one list per kind, so the runs' ids and hashes are held once, not once per
+  follower. Without a version each read reads the heads (and, when they changed, the
+  order) itself.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -69,7 +92,7 @@ if TYPE_CHECKING:
     from dissensus.store.backend import Backend
     from dissensus.store.journal import Journal
 
-__all__ = ["BULK_RUNS", "Followed", "RunRead", "TypeFollower", "follow"]
+__all__ = ["BULK_RUNS", "Followed", "RunRead", "SharedHeads", "TypeFollower", "follow"]
 
 T = TypeVar("T")
 
@@ -80,6 +103,75 @@ _CHUNK = 100
 """Runs named in one query (each ``run_id`` and sequence number a parameter)."""
 
 _SERIALS = itertools.count(1)
+
+_HEADS = "SELECT run_id, n_events, head_hash, created, kind FROM runs"
+"""Every run's head: what a read compares (the table's own order, its pages read once
+each; a lookup of each run's row by the index would read the table's pages, spread
+among the events', once per run)."""
+
+Head = tuple[Any, ...]
+"""One run's head as read: ``run_id``, number of events, head hash, creation time, kind."""
+
+
+class SharedHeads:
+    """The runs' heads, and their order, as one journal object's followers last read
+    them, with the back end's version of that read (see the module docstring): followers
+    reading at the same version take them from here. Used inside a snapshot only (under
+    the back end's lock)."""
+
+    __slots__ = ("_kinds", "_orders", "_rows", "_version")
+
+    def __init__(self) -> None:
+        self._version: Hashable | None = None
+        self._rows: list[Head] = []
+        self._kinds: dict[str | None, list[Head]] = {}
+        self._orders: dict[str | None, tuple[str, ...]] = {}
+
+    def _at(self, backend: Backend, version: Hashable | None) -> list[Head] | None:
+        """Keep what is read at ``version`` from now on (read the heads again unless
+        they were read at it); the heads read now when there is no version."""
+        if version is not None and version == self._version:
+            return None
+        rows = backend.values(_HEADS)
+        if version is None:
+            return rows
+        self._version, self._rows, self._kinds, self._orders = version, rows, {}, {}
+        return None
+
+    def read(self, backend: Backend, version: Hashable | None, kind: str | None) -> list[Head]:
+        """The heads of the runs (of ``kind`` only, when given) in the snapshot open,
+        whose version is ``version``: those read at that version, else read now."""
+        rows = self._at(backend, version)
+        if rows is not None:
+            return _of_kind(rows, kind)
+        found = self._kinds.get(kind)
+        if found is None:
+            found = self._kinds[kind] = _of_kind(self._rows, kind)
+        return found
+
+    def order(
+        self, backend: Backend, version: Hashable | None, kind: str | None
+    ) -> tuple[str, ...]:
+        """The runs (of ``kind`` only, when given) in the journal's order, in the
+        snapshot open, whose version is ``version`` (read at that version once)."""
+        if version is None or version != self._version:
+            return _read_order(backend, kind)
+        found = self._orders.get(kind)
+        if found is None:
+            found = self._orders[kind] = _read_order(backend, kind)
+        return found
+
+
+def _of_kind(rows: list[Head], kind: str | None) -> list[Head]:
+    """The heads of ``rows`` of runs of ``kind`` (``None``: every run)."""
+    return rows if kind is None else [row for row in rows if row[4] == kind]
+
+
+def _read_order(backend: Backend, kind: str | None) -> tuple[str, ...]:
+    """The runs (of ``kind`` only, when given) in the order a full read lists them."""
+    where, of_kind = ("", ()) if kind is None else (" WHERE kind = ?", (kind,))
+    return tuple(row[0] for row in backend.values(_ORDER.format(where=where), of_kind))
+
 
 _ORDER = "SELECT run_id FROM runs{where} ORDER BY created, run_id"
 """The runs in the order a read of events across runs lists them."""
@@ -122,9 +214,14 @@ class Followed(Generic[T]):
     read anew)."""
     kind: str | None = None
     """The kind of the runs read (``None``: every run)."""
-    heads: Sequence[tuple[Any, ...]] = ()
-    """The runs' heads as read (``run_id``, number of events, head hash, creation time),
-    in the order the table gave them."""
+    heads: Sequence[Head] = ()
+    """The runs' heads as read (``run_id``, number of events, head hash, creation time,
+    kind), in the order the table gave them."""
+    version: Hashable | None = None
+    """The back end's version of the read (``None``: none)."""
+    damaged: bool = False
+    """Whether a run's number of events was not a number (such a run is read whole
+    whenever the heads changed)."""
 
     def kept(self) -> Iterator[T]:
         """The kept values in full-read order (run order, then sequence)."""
@@ -138,29 +235,30 @@ def follow(
     before: Followed[T] | None,
     *,
     kind: str | None = None,
+    shared: SharedHeads | None = None,
 ) -> Followed[T]:
     """The state after ``before`` (``None``: nothing read yet), read in one snapshot
     (see the module docstring); ``before`` itself is never changed. With ``kind``, only
-    the runs of that kind are read."""
+    the runs of that kind are read; with ``shared``, the heads are those it holds when
+    read at the same version."""
     if before is not None and (
         before.journal != backend.path or before.type != type or before.kind != kind
     ):
         before = None
-    where, of_kind = ("", ()) if kind is None else (" WHERE kind = ?", (kind,))
     known: Mapping[str, RunRead[T]] = before.runs if before is not None else {}
     with backend.errors(), backend.snapshot():
-        # The heads in the table's own order (its pages read once each) and the order
-        # from the runs' index alone: a lookup of each run's row by the index would
-        # read the table's pages (spread among the events') once per run.
-        heads = backend.values(
-            f"SELECT run_id, n_events, head_hash, created FROM runs{where}", of_kind
-        )
+        version = backend.version()
+        if before is not None and version is not None and version == before.version:
+            # Nothing was committed since the last read: its state is this one's.
+            return replace(before, read_runs=0, serial=next(_SERIALS), extends=before.serial)
+        shared = shared or SharedHeads()
+        heads = shared.read(backend, version, kind)
         count = (
             int(backend.values("SELECT COUNT(*) FROM events WHERE type = ?", (type,))[0][0])
             if kind is None
             else -1  # the events of the type the runs read hold: summed below
         )
-        if before is not None and heads == before.heads:
+        if before is not None and (heads is before.heads or heads == before.heads):
             # Every run's head and time as read last time: nothing to read, and the
             # runs' order is the one read then.
             return replace(
@@ -169,16 +267,26 @@ def follow(
                 read_runs=0,
                 serial=next(_SERIALS),
                 extends=before.serial,
+                heads=heads,
+                version=version,
             )
-        order = tuple(row[0] for row in backend.values(_ORDER.format(where=where), of_kind))
-        runs: dict[str, RunRead[T]] = {}
+        order = shared.order(backend, version, kind)
+        # The heads read last time, unchanged, then new runs (the table's order is the
+        # order rows were made in, so new runs come last): those runs are as read then,
+        # and only the new ones are looked at one by one.
+        same = 0
+        if before is not None and not before.damaged and len(heads) >= len(before.heads):
+            same = len(before.heads) if heads[: len(before.heads)] == before.heads else 0
+        runs: dict[str, RunRead[T]] = dict(known) if same else {}
+        damaged = False
         marks: dict[str, int] = {}
         """Runs to read, from which sequence number."""
         grown: list[tuple[str, int, str]] = []
-        for run_id, n_events, head_hash, _ in heads:
+        for run_id, n_events, head_hash, *_ in itertools.islice(heads, same, None):
             old = known.get(run_id)
             if n_events.__class__ is not int:
                 n_events = None  # damaged: read whole each time
+                damaged = True
             if old is not None and old.n_events is not None:
                 if old.n_events == n_events and old.head_hash == head_hash:
                     runs[run_id] = old
@@ -237,7 +345,10 @@ def follow(
         values = before.values + tuple(tail)
     else:
         values = tuple(v for run_id in order for _, v in runs[run_id].kept)
-    if count < 0:
+    if count < 0 and same:
+        assert before is not None
+        count = before.count + sum(runs[row[0]].count for row in heads[same:])
+    elif count < 0:
         count = sum(run.count for run in runs.values())
     return Followed(
         journal=backend.path,
@@ -251,6 +362,8 @@ def follow(
         extends=extends,
         kind=kind,
         heads=heads,
+        version=version,
+        damaged=damaged,
     )
 
 

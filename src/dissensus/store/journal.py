@@ -67,7 +67,7 @@ from dissensus.store.errors import (
     UnknownRun,
 )
 from dissensus.store.events import Event, NewEvent, RunHead, RunInfo
-from dissensus.store.follow import Followed, follow
+from dissensus.store.follow import Followed, SharedHeads, follow
 from dissensus.store.locks import RunLock, RunLocks, RunStatus
 from dissensus.store.log import EventLog, SQLEventLog
 from dissensus.store.review_index import IndexEntry, QueuePlace, ReviewFilter, ReviewIndex
@@ -179,6 +179,7 @@ class Journal:
             self._claims = Claims(backend, self._tx, self._log)
             self._locks = RunLocks(backend, self._tx, self._log)
             self._deferred = DeferredRuns()
+            self._heads = SharedHeads()
             self._log.on_write.append(self._review.index_events)
             self._tx.after_commit.append(self._report)
             self._tx.after_commit.append(self._seals.after_commit)
@@ -473,8 +474,9 @@ class Journal:
         """The events of ``type`` across runs (of ``kind`` only, when given) as ``keep``
         keeps them, read on from ``before`` (only what is new since, in one snapshot;
         :func:`~dissensus.store.follow.follow`; :class:`~dissensus.store.follow.TypeFollower`
-        keeps the state between reads)."""
-        return follow(self._backend, type, keep, before, kind=kind)
+        keeps the state between reads; the journal object's followers share its reads of
+        the runs' heads)."""
+        return follow(self._backend, type, keep, before, kind=kind, shared=self._heads)
 
     def event_at(self, run_id: str, seq: int) -> Event | None:
         """The run's event with sequence number ``seq``, if any."""

@@ -49,6 +49,20 @@ Choices this module makes:
   ``REPEATABLE READ READ ONLY`` transaction: every query in it sees the journal as it
   was at the first one, whatever other sessions commit meanwhile. It is not read again
   on a new connection when the connection is lost halfway (the error is the caller's).
+* **What changed since** (:meth:`PostgresBackend.version`, which followers of the journal
+  use to skip reading the runs' heads when nothing changed): inside a read snapshot, the
+  snapshot itself as the server gives it (``txid_current_snapshot()``: the lowest
+  transaction still running, one past the highest finished, and those running between)
+  and when the server started, with which object this is. A transaction that writes is
+  numbered, so a commit (to this journal or any other database of the server) since an
+  earlier snapshot shows in a later one: a transaction running then is no longer
+  listed, or one numbered after it raises the highest finished. Two equal snapshots
+  thus see the same committed transactions, thus the same rows. A busy
+  server changes it often (the heads are then read, as without it); a read-only
+  transaction does not. The server's counts of commits (``pg_stat_database``) would
+  change less often but are reported late, so they could say nothing changed after a
+  commit: they are not used. Inside a write transaction of this object there is no
+  version.
 * **Named locks** (:meth:`~dissensus.store.journal.Journal.lock_name`) are
   transaction-level advisory locks: a run's shift check counts the file's earlier checks
   under one, so two runs finishing at once take consecutive indices.
@@ -83,9 +97,10 @@ Choices this module makes:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -206,6 +221,10 @@ def _sql(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+_OBJECTS = itertools.count(1)
+"""Numbers the back-end objects of the process (a version names its object)."""
+
+
 class PostgresBackend:
     """A run journal's database in PostgreSQL (``postgresql://user[:password]@host[:port]/db``).
 
@@ -239,6 +258,9 @@ class PostgresBackend:
         self.lock = threading.RLock()
         self.session_locks = AdvisoryLocks(self)
         self._in_transaction = False
+        self._reading = False
+        """Whether a read snapshot of this object's own is open."""
+        self._object = next(_OBJECTS)
         self._queue: list[tuple[str, tuple[Any, ...]]] = []
         self.busy_timeout = _busy(busy_timeout)
         self._url = url
@@ -513,15 +535,25 @@ class PostgresBackend:
                 return
             with self.errors():
                 self.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            self._in_transaction = True
+            self._in_transaction = self._reading = True
             try:
                 yield
             finally:
-                self._in_transaction = False
+                self._in_transaction = self._reading = False
                 # Read only: nothing to keep. On a lost connection the server ended it.
                 with suppress(self._psycopg.Error):
                     if not self._db.closed:
                         self._db.execute("ROLLBACK")
+
+    def version(self) -> Hashable | None:
+        """What changed since (see the module docstring): inside a read snapshot only."""
+        with self.lock:
+            if not self._reading:
+                return None
+            row = self.values(
+                "SELECT pg_postmaster_start_time()::text, txid_current_snapshot()::text"
+            )[0]
+            return (self._object, *row)
 
     def append_state(
         self, run_id: str, keys: Sequence[str]

@@ -46,6 +46,18 @@ Choices this module makes:
 * **Snapshots.** A read of several queries that must agree (``snapshot``) is one
   deferred read transaction: in WAL mode it sees the journal as it was at its first
   query, never blocks a writer and is never blocked by one.
+* **What changed since** (:meth:`SQLiteBackend.version`, which followers of the journal
+  use to skip reading the runs' heads when nothing changed): inside a read snapshot, the
+  file's identity (device and inode, as ``os.stat`` of the journal's path finds them
+  now), SQLite's ``PRAGMA data_version`` (which changes when a connection other than
+  this object's commits to the file: a write of another process or of another journal
+  object, a restore through SQLite's backup API, a checkpoint; it is that of the
+  snapshot the read holds), this connection's ``total_changes`` and the number of write
+  transactions it began, and which object this is. Two equal versions thus mean nothing
+  was committed to the file in between. A file replaced by rename is a new identity (the
+  connection goes on reading the file it opened, as every other read of it does); a
+  write through this object's connection outside its seam (a backup into it) is not
+  seen. Inside a write transaction of this object there is no version.
 * **Run locks** live in a ``run_locks`` table; a holder whose process is gone (same
   host; a zombie counts as gone) is replaced.
 * **File mode.** A new journal file is created ``0600`` (owner only), whatever the
@@ -65,11 +77,12 @@ Choices this module makes:
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 import stat
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -215,6 +228,9 @@ def immutable_uri(path: str) -> str:
     return Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
 
 
+_OBJECTS = itertools.count(1)
+"""Numbers the back-end objects of the process (a version names its object)."""
+
 _UNDECODABLE = "Could not decode to UTF-8"
 """The start of sqlite3's error for a text cell whose bytes are not UTF-8."""
 
@@ -243,6 +259,11 @@ class SQLiteBackend:
     ) -> None:
         self.path = str(target)
         self.lock = threading.RLock()
+        self._object = next(_OBJECTS)
+        self._writes = 0
+        """Write transactions this object began."""
+        self._reading = False
+        """Whether a read snapshot of this object's own is open."""
         self.busy_timeout = _busy(busy_timeout)
         if self.path.startswith("file:"):
             # SQLite would read it as a URI (a stray empty file of that name was made
@@ -475,6 +496,7 @@ class SQLiteBackend:
         return f"{left} IS NOT {right}"
 
     def begin(self) -> None:
+        self._writes += 1
         self._db.execute("BEGIN IMMEDIATE")
 
     def commit(self) -> None:
@@ -489,11 +511,30 @@ class SQLiteBackend:
             with self.errors():
                 # Deferred: the WAL snapshot is taken by the first read and kept to the end.
                 self._db.execute("BEGIN DEFERRED")
+            self._reading = True
             try:
                 yield
             finally:
+                self._reading = False
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")  # read only: nothing to keep
+
+    def version(self) -> Hashable | None:
+        """What changed since (see the module docstring): inside a read snapshot only."""
+        with self.lock:
+            if not self._reading:
+                return None
+            with self.errors():
+                data = self._db.execute("PRAGMA data_version").fetchone()[0]
+            if self.path == ":memory:":
+                identity: tuple[int, int] | None = None
+            else:
+                try:
+                    found = os.stat(self.path)
+                except OSError:
+                    return None
+                identity = (found.st_dev, found.st_ino)
+            return (self._object, identity, data, self._db.total_changes, self._writes)
 
     def rollback(self) -> None:
         if self._db.in_transaction:
