@@ -111,3 +111,41 @@ def test_the_records_are_the_runs_final_records_in_line_order(
         "records",
     ]
     assert shown.out == json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def test_a_resolved_case_whose_record_key_holds_another_type_is_still_shown(
+    reviewed: str,
+) -> None:
+    """The event under a resolved case's ``case/N/record`` key edited into another type:
+    the records are those :func:`final_records` gives (the case's human record among
+    them), as the whole document showed them, not the case left out."""
+    with open_journal(reviewed) as store:
+        case = next(e.case for e in store.events("r", type=ev.CASE_RESOLVED))
+    raw(
+        reviewed,
+        "UPDATE events SET type = 'case.note' WHERE run_id = 'r' AND key = ?",
+        (f"case/{case}/record",),
+    )
+    shown = cli("runs", "show", "r", "--journal", reviewed, "--json")
+    assert shown.code == 0, shown.err
+    with open_journal(reviewed) as store:
+        final = [r.model_dump(mode="json") for r in final_records(store, "r")]
+    records = json.loads(shown.out)["records"]
+    assert records == final
+    assert any(r["line"] == int(str(case)) and r.get("resolution") for r in records)
+
+
+def test_records_settled_in_memory_are_those_the_pass_met(reviewed: str) -> None:
+    """Records out of line order (settled in memory): an event appended after the pass
+    is not shown, as the in-order reading and the counts of the pass leave it out."""
+    raw(reviewed, "UPDATE events SET key = 'moved' WHERE run_id = 'r' AND key = 'case/5/record'")
+    with open_journal(reviewed) as store:
+        passed = review.RecordsInOrder()
+        for event in store.events("r"):
+            passed.add(event)
+        met = [r.model_dump(mode="json") for r in final_records(store, "r")]
+        late = next(iter(store.events("r", type=ev.CASE_RECORD))).payload
+        store.append("r", "case.record", {**late, "line": 999, "id": "late"}, key="case/999/record")
+        shown = [r.model_dump(mode="json") for r in passed.records(store, "r")]
+    assert shown == met
+    assert all(r["id"] != "late" for r in shown)

@@ -933,11 +933,13 @@ class RecordsInOrder:
         self._in_order = True
         self._line = -1  # the line of the last case.record met
         self._last = -1  # the sequence number of the last case.record met
+        self._seen = -1  # the sequence number of the last event the pass met
 
     def add(self, event: Event) -> None:
         """Take ``event`` into account: a ``case.record`` is read (one that does not
         read is the caller's error, in this pass) and its place checked; a human
         change is kept."""
+        self._seen = max(self._seen, event.seq)
         if event.type == ev.CASE_RECORD:
             line = event.read_as(CaseRecord).line
             case = str(line)
@@ -956,7 +958,12 @@ class RecordsInOrder:
         changes = self._changes
         for case in sorted(changes.cases()):
             stored = journal.get(run_id, f"case/{case}/record") if case.isdigit() else None
-            if stored is None or stored.seq > self._last or stored.case != case:
+            if (
+                stored is None
+                or stored.type != ev.CASE_RECORD  # an event of another type under its key
+                or stored.seq > self._last
+                or stored.case != case
+            ):
                 return None  # a change of a case whose record the pass did not meet
             changes.add(stored)
         standing: dict[str, CaseRecord] = {}
@@ -970,8 +977,8 @@ class RecordsInOrder:
         """The final records in line order (what :func:`final_records` gives of the
         events the pass met), read :data:`RECORDS_PART` at a time."""
         standing = self._standing(journal, run_id)
-        if standing is None:
-            yield from final_records(journal, run_id)
+        if standing is None:  # the events the pass met, none appended since
+            yield from final_records(journal, run_id, upto=self._seen)
             return
         after = -1
         while part := journal.events_after(run_id, after, RECORDS_PART, type=ev.CASE_RECORD):
@@ -1013,11 +1020,14 @@ def resolved_records(journal: Journal, run_id: str) -> dict[int, CaseRecord]:
     return {r.line: r for r in records.values() if r.resolution is not None}
 
 
-def final_records(journal: Journal, run_id: str) -> list[CaseRecord]:
-    """The run's final records in input order, human resolutions superseding escalations."""
+def final_records(journal: Journal, run_id: str, *, upto: int | None = None) -> list[CaseRecord]:
+    """The run's final records in input order, human resolutions superseding escalations;
+    of its events up to sequence number ``upto`` when given (what a reader that counted
+    the run that far shows, whatever was appended since)."""
     found = FinalRecords()
     for type in (ev.CASE_RECORD, ev.CASE_RESOLVED, REVIEW_REOPENED, ev.REVIEW_RESOLVED):
         for event in journal.events(run_id, type=type):
-            found.add(event)
+            if upto is None or event.seq <= upto:
+                found.add(event)
     records = [r for r in found.settle(journal, run_id).values() if isinstance(r, CaseRecord)]
     return sorted(records, key=lambda r: r.line)
