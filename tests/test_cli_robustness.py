@@ -315,6 +315,17 @@ def test_a_full_standard_output_names_the_rejects_file_in_its_resume_command(
         f"dissensus runs resume R --journal {j2} --output FILE "
         "goes on and writes all its records once there is room"
     ), errors
+    # A full rejects file, standard output fine: the run's own --output - / --json stay.
+    for i, (given, said) in enumerate(((["--output", "-"], "--output -"), (["--json"], "--json"))):
+        j3 = tmp_path / f"j3{i}.sqlite"
+        args = [*args[:8], str(j3), "--run-id", "R", *given, "--rejects", "/dev/full"]
+        res = subprocess.run(args, capture_output=True, text=True, env=env)
+        assert res.returncode == 1, res.stderr
+        errors = [x for x in res.stderr.splitlines() if x.startswith("error: ")]
+        assert errors[-1].endswith(
+            f"dissensus runs resume R --journal {j3} {said} --rejects /dev/full "
+            "goes on and writes all its records once there is room"
+        ), errors
 
 
 @pytest.mark.parametrize("json_out", [True, False])

@@ -85,3 +85,40 @@ def test_a_body_orjson_cannot_write_is_written_by_the_sdk(seed: int) -> None:
     raw = asyncio.run(_sent(request, handed))
     assert json.loads(raw)["seed"] == seed
     assert isinstance(handed[0], dict)
+
+
+@pytest.mark.parametrize("temperature", [float("nan"), float("inf"), -float("inf")])
+def test_a_non_finite_number_is_left_to_the_sdk_which_refuses_it(temperature: float) -> None:
+    """``orjson`` writes ``NaN`` and the infinities as ``null``, which the server would
+    read as "no temperature": the body goes to the SDK's writer, which refuses it."""
+    from dissensus.llm.openai_backend import _encoded
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "null"}]}
+    assert isinstance(_encoded(body), bytes)  # a null in the text alone: still bytes
+    assert _encoded({**body, "temperature": temperature}) == {**body, "temperature": temperature}
+    request = ChatRequest(messages=[Message(role="user", content="q")], temperature=temperature)
+    with pytest.raises(Exception, match="JSON compliant"):
+        asyncio.run(_sent(request, []))
+
+
+def test_the_public_post_of_another_release_is_given_the_body_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the SDK has no options to copy (another release), ``client.post`` is given
+    the body as a dict for its own writer: a release before bytes bodies would send bytes
+    as a JSON string."""
+    handed: list[Any] = []
+    monkeypatch.setattr(OpenAIBackend, "_options", lambda self, c, b, h: (None, object))
+
+    async def post(self: Any, path: str, **kwargs: Any) -> Any:
+        handed.append(kwargs["body"])
+        raise RuntimeError("stop")
+
+    from openai import AsyncOpenAI
+
+    monkeypatch.setattr(AsyncOpenAI, "post", post)
+    backend = OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key="unused")
+    request = ChatRequest(messages=[Message(role="user", content="q")])
+    with pytest.raises(Exception):  # noqa: B017 - the stop above, however it is wrapped
+        asyncio.run(backend.send(request, json_mode="none"))
+    assert handed and isinstance(handed[0], dict) and handed[0]["model"] == "m"

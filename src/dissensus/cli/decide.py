@@ -473,20 +473,20 @@ def _said_unwritten(
     run_id: str,
     output: str | None,
     rejects: str | None,
+    json_out: bool = False,
 ) -> int:
     """An output (a file or standard output) could not be written (a full disk): every
     journalled step stays, and the resumed run writes the whole output again. Names the
-    resume command with the run's own ``--output`` file (the output to write once there
-    is room; ``--output FILE`` for a run that printed to standard output, which was what
-    was full) and its ``--rejects`` file, as :func:`output_option` words them (without
+    resume command with the run's own ``--output`` file or ``--json`` (the output to
+    write once there is room; ``--output FILE`` when standard output was what was full) and its ``--rejects`` file, as :func:`output_option` words them (without
     it, the lines rejected after the stop were only said on standard error); the exit
     code."""
     if exc.stdout:
         silence_stdout()  # what it still holds would only fail again on the way out
-    if output in (None, "-"):  # standard output was what was full
+    if exc.stdout:  # standard output was what was full
         said = " --output FILE" + output_option(None, False, rejects)
     else:
-        said = output_option(output, False, rejects)
+        said = output_option(output, json_out, rejects)
     sys.stderr.write(
         f"error: {shown_message(exc)}; every journalled step of run {run_id} stays: "
         f"dissensus runs resume {run_id}{journal_option(journal.path)}"
@@ -576,7 +576,7 @@ def run_and_report(
     except Interrupted:
         return said_interrupted(journal, run_id, output, json_out, rejects)
     except OutputWriteError as exc:
-        return _said_unwritten(exc, journal, run_id, output, rejects)
+        return _said_unwritten(exc, journal, run_id, output, rejects, json_out)
     except DeadlineReached as exc:
         # The cases finished before the deadline are shown as a finished run's are (the
         # JSONL has them already); the error line that follows names the resume command.
@@ -635,7 +635,7 @@ def run_and_report(
                 watched=None if watched is None else watched.words(),
             )
         except OutputWriteError as exc:  # standard output is full: the run is journalled
-            return _said_unwritten(exc, journal, run_id, output, rejects)
+            return _said_unwritten(exc, journal, run_id, output, rejects, json_out)
     elif shift is not None and shift.get("shifted"):
         from dissensus.pipeline.shift import shift_words
 

@@ -183,6 +183,7 @@ import asyncio
 import base64
 import contextvars
 import json
+import math
 import os
 import re
 import sys
@@ -731,11 +732,27 @@ async def _capped_body(response: Any, cap: int) -> bytes:
 def _encoded(body: JsonObject) -> JsonObject | bytes:
     """``body`` as the JSON text the SDK would send (compact, UTF-8, no ``NaN``), written
     by ``orjson`` ("Request body"); ``body`` itself where ``orjson`` cannot write it (an
-    integer over 64 bits, a lone surrogate), for the SDK to write or refuse as it does."""
+    integer over 64 bits, a lone surrogate) or would write what the SDK refuses (a
+    ``NaN`` or an infinity, which ``orjson`` writes as ``null``), for the SDK to write or
+    refuse as it does."""
     try:
-        return orjson.dumps(body)
+        text = orjson.dumps(body)
     except orjson.JSONEncodeError:
         return body
+    if b"null" in text and _non_finite(body):  # only a body holding a null is walked
+        return body
+    return text
+
+
+def _non_finite(value: object) -> bool:
+    """Whether ``value`` holds a float that is ``NaN`` or infinite, at any depth."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_non_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_non_finite(v) for v in value)
+    return False
 
 
 def _count(value: object) -> int | None:
@@ -954,14 +971,18 @@ class OpenAIBackend:
 
     async def _post(self, client: AsyncOpenAI, body: JsonObject, headers: dict[str, Any]) -> Any:
         """The response to one call's body and headers, streamed and its body unread:
-        through the client's copied options, or ``client.post`` where there are none."""
+        through the client's copied options, or ``client.post`` where there are none. The
+        body goes as ``orjson``'s bytes only through the options (this SDK's own request
+        path sends bytes as they are); ``client.post`` of another release is given the
+        body itself, for its own writer (a release before bytes bodies would send them
+        as a JSON string)."""
         data = _encoded(body)
         options, response_type = self._options(client, data, headers)
         if options is None:
             return await client.post(
                 self._endpoint(client),
                 cast_to=response_type,
-                body=data,
+                body=body,
                 options={"headers": headers},
                 stream=True,
             )
