@@ -1,0 +1,104 @@
+"""A fresh run id that names a run the journal holds already (48 random bits: another
+panel's run) is not the request's run: every door that draws one draws another, as
+:func:`~dissensus.pipeline.adecide` does, rather than refusing the request with the
+advice meant for an id its caller chose. Each test journals a run under an id, then
+makes the door's ``new_run_id`` draw that id first."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dissensus.llm.base import BackendResponse
+from dissensus.panels import Members, PanelChat
+from dissensus.pipeline import decide
+from dissensus.pipeline.policy import policy_from_dict
+from dissensus.store.journal import Journal, open_journal
+
+OTHER = {
+    "id": "other",
+    "outputs": [
+        {"agent": "a", "decision": "x", "reasoning": "r"},
+        {"agent": "b", "decision": "y", "reasoning": "q"},
+    ],
+}
+POLICY = {"reading": {"similarity": "tfidf"}}
+NAMES = ["m1", "m2", "m3"]
+
+
+def _taken(path: Path) -> Any:
+    """The record of another panel's run journalled as ``taken``."""
+    return decide(OTHER, POLICY, journal=str(path), run_id="taken")
+
+
+def _draws(monkeypatch: pytest.MonkeyPatch, module: Any, *ids: str) -> None:
+    drawn: Iterator[str] = iter(ids)
+    monkeypatch.setattr(module, "new_run_id", lambda: next(drawn))
+
+
+def _unchanged(path: Path, first: Any) -> None:
+    with open_journal(str(path)) as journal:
+        assert journal.verify("taken").ok
+    assert decide(OTHER, POLICY, journal=str(path), run_id="taken") == first  # a replay
+
+
+class _Adding:
+    """A member answering with the sum it finds in the question; counts its calls."""
+
+    provider = "test"
+    model_id = "adding"
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def send(self, request: Any, *, json_mode: Any) -> BackendResponse:
+        self.asked += 1
+        total = sum(int(w) for w in request.messages[-1].content.split() if w.isdigit())
+        return BackendResponse(
+            text=json.dumps({"reasoning": f"Adding gives {total}.", "answer": str(total)}),
+            model="adding",
+            prompt_tokens=5,
+            completion_tokens=5,
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.mark.anyio
+async def test_the_chat_door_draws_again_without_asking_the_members_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dissensus.panels.door as door
+
+    path = tmp_path / "j.sqlite"
+    first = _taken(path)
+    members = {n: _Adding() for n in NAMES}
+    policy = policy_from_dict(
+        {
+            "reading": {"similarity": "tfidf"},
+            "panel": {
+                "answer": "number",
+                "members": [{"name": n, "model": "scripted:x", "family": f"f{n}"} for n in NAMES],
+                "max_retries": 0,
+            },
+        }
+    )
+    _draws(monkeypatch, door, "taken", "fresh")
+    body = {"model": "dissensus-panel", "messages": [{"role": "user", "content": "3 plus 4 ?"}]}
+    with Journal(str(path)) as journal:
+        chat = PanelChat(policy, journal=journal, members=Members(policy.panel, dict(members)))
+        try:
+            done = await chat.acomplete(body)
+        finally:
+            await chat.aclose()
+        assert done.dissensus.run_id == "fresh"
+        assert "7" in (done.dissensus.decision, done.dissensus.suggestion)
+        assert done.id.endswith("fresh") and "fresh" in done.dissensus.case_id
+        assert [m.asked for m in members.values()] == [1, 1, 1]
+        assert journal.verify("fresh").ok
+    _unchanged(path, first)
