@@ -102,3 +102,30 @@ async def test_the_chat_door_draws_again_without_asking_the_members_again(
         assert [m.asked for m in members.values()] == [1, 1, 1]
         assert journal.verify("fresh").ok
     _unchanged(path, first)
+
+
+def test_the_mcp_decide_tool_draws_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("mcp")
+    import asyncio
+
+    from mcp.client import Client
+
+    import dissensus.integrations.mcp.tools_decide as tools
+    from dissensus.integrations.mcp import build_server
+    from mcp_helpers import tool_data
+
+    path = tmp_path / "j.sqlite"
+    first = _taken(path)
+    _draws(monkeypatch, tools, "taken", "fresh")
+
+    async def go() -> Any:
+        async with Client(build_server(root=tmp_path, journal=str(path))) as client:
+            return await client.call_tool("decide", {"panels": [{**OTHER, "id": "mine"}]})
+
+    res = asyncio.run(asyncio.wait_for(go(), timeout=60))
+    assert not res.is_error
+    assert [r["id"] for r in tool_data(res)] == ["mine"]  # decided, no reject
+    with open_journal(str(path)) as journal:
+        assert journal.verify("fresh").ok
+        assert journal.run("fresh") is not None
+    _unchanged(path, first)
