@@ -129,3 +129,34 @@ def test_the_mcp_decide_tool_draws_again(tmp_path: Path, monkeypatch: pytest.Mon
         assert journal.verify("fresh").ok
         assert journal.run("fresh") is not None
     _unchanged(path, first)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("query", ["", "?async=true"])
+async def test_post_decide_draws_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, query: str
+) -> None:
+    import dissensus.serve.runs as runs
+    from serve_helpers import auth, client_for, settings
+
+    path = tmp_path / "journal.sqlite"
+    first = _taken(path)
+    _draws(monkeypatch, runs, "taken", "fresh")
+    async with client_for(settings(tmp_path)) as client:
+        res = await client.post(f"/v1/decide{query}", json={**OTHER, "id": "mine"},
+                                headers=auth("sub"))  # fmt: skip
+        assert res.status_code in (200, 202), res.text
+        assert res.headers.get("X-Dissensus-Run", "fresh") == "fresh"
+        if query:
+            assert res.json()["run_id"] == "fresh"
+            for _ in range(200):
+                run = (await client.get("/v1/runs/fresh", headers=auth("sub"))).json()
+                if run["status"] != "running":
+                    break
+                await __import__("asyncio").sleep(0.02)
+            assert run["status"] == "finished", run
+        else:
+            assert res.json()["id"] == "mine"
+    with open_journal(str(path)) as journal:
+        assert journal.verify("fresh").ok
+    _unchanged(path, first)
