@@ -160,3 +160,23 @@ async def test_post_decide_draws_again(
     with open_journal(str(path)) as journal:
         assert journal.verify("fresh").ok
     _unchanged(path, first)
+
+
+def test_cli_decide_without_a_run_id_draws_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dissensus.pipeline.batch as batch
+    from cli_helpers import cli
+
+    path = tmp_path / "j.sqlite"
+    first = _taken(path)
+    panels = tmp_path / "panels.jsonl"
+    panels.write_text(json.dumps({**OTHER, "id": "mine"}) + "\n", encoding="utf-8")
+    _draws(monkeypatch, batch, "taken", "fresh")
+    res = cli("decide", panels, "--journal", path, "--similarity", "tfidf", "--json")
+    assert res.code == 0, res.err
+    assert "resume" not in res.err
+    with open_journal(str(path)) as journal:
+        assert journal.verify("fresh").ok
+        assert journal.run("fresh") is not None
+    _unchanged(path, first)
