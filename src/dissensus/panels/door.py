@@ -667,7 +667,7 @@ class PanelChat:
         return self._completion(request, run_id, case_id, panel, fan.reports, fan.usage, record)
 
     async def _decide_watched(
-        self, panel: Panel, spec: RunSpec, run_id: str, *, fresh: bool
+        self, panel: Panel, spec: RunSpec, run_id: str, *, fresh: bool = False
     ) -> CaseRecord:
         """:func:`_decide_panel`, then a step of the shift watch off the decision thread's
         loop (a failed check is logged, never the request's)."""
