@@ -6,6 +6,7 @@ makes the door's ``new_run_id`` draw that id first."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,21 +14,16 @@ from typing import Any
 
 import pytest
 
+from adding_members import NAMES, Adding, section
 from dissensus.llm.base import BackendResponse
 from dissensus.panels import Members, PanelChat
 from dissensus.pipeline import decide
 from dissensus.pipeline.policy import policy_from_dict
 from dissensus.store.journal import Journal, open_journal
+from pipeline_cases import panel
 
-OTHER = {
-    "id": "other",
-    "outputs": [
-        {"agent": "a", "decision": "x", "reasoning": "r"},
-        {"agent": "b", "decision": "y", "reasoning": "q"},
-    ],
-}
+OTHER = panel("other", ["x", "y"])
 POLICY = {"reading": {"similarity": "tfidf"}}
-NAMES = ["m1", "m2", "m3"]
 
 
 def _taken(path: Path) -> Any:
@@ -46,27 +42,15 @@ def _unchanged(path: Path, first: Any) -> None:
     assert decide(OTHER, POLICY, journal=str(path), run_id="taken") == first  # a replay
 
 
-class _Adding:
+class _Counted(Adding):
     """A member answering with the sum it finds in the question; counts its calls."""
-
-    provider = "test"
-    model_id = "adding"
 
     def __init__(self) -> None:
         self.asked = 0
 
     async def send(self, request: Any, *, json_mode: Any) -> BackendResponse:
         self.asked += 1
-        total = sum(int(w) for w in request.messages[-1].content.split() if w.isdigit())
-        return BackendResponse(
-            text=json.dumps({"reasoning": f"Adding gives {total}.", "answer": str(total)}),
-            model="adding",
-            prompt_tokens=5,
-            completion_tokens=5,
-        )
-
-    async def aclose(self) -> None:
-        return None
+        return await super().send(request, json_mode=json_mode)
 
 
 @pytest.mark.anyio
@@ -77,17 +61,8 @@ async def test_the_chat_door_draws_again_without_asking_the_members_again(
 
     path = tmp_path / "j.sqlite"
     first = _taken(path)
-    members = {n: _Adding() for n in NAMES}
-    policy = policy_from_dict(
-        {
-            "reading": {"similarity": "tfidf"},
-            "panel": {
-                "answer": "number",
-                "members": [{"name": n, "model": "scripted:x", "family": f"f{n}"} for n in NAMES],
-                "max_retries": 0,
-            },
-        }
-    )
+    members = {n: _Counted() for n in NAMES}
+    policy = policy_from_dict({"reading": {"similarity": "tfidf"}, "panel": section()})
     _draws(monkeypatch, door, "taken", "fresh")
     body = {"model": "dissensus-panel", "messages": [{"role": "user", "content": "3 plus 4 ?"}]}
     with Journal(str(path)) as journal:
@@ -106,8 +81,6 @@ async def test_the_chat_door_draws_again_without_asking_the_members_again(
 
 def test_the_mcp_decide_tool_draws_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("mcp")
-    import asyncio
-
     from mcp.client import Client
 
     import dissensus.integrations.mcp.tools_decide as tools
@@ -153,7 +126,7 @@ async def test_post_decide_draws_again(
                 run = (await client.get("/v1/runs/fresh", headers=auth("sub"))).json()
                 if run["status"] != "running":
                     break
-                await __import__("asyncio").sleep(0.02)
+                await asyncio.sleep(0.02)
             assert run["status"] == "finished", run
         else:
             assert res.json()["id"] == "mine"
