@@ -44,7 +44,7 @@ def test_the_second_of_two_doors_given_a_key_at_once_answers_the_first_case_as_a
         second, asked = _door(journal_b)
         won: list[Any] = []
 
-        async def losing(panel: Any, spec: Any, run_id: str) -> Any:
+        async def losing(panel: Any, spec: Any, run_id: str, **kw: Any) -> Any:
             # The first door decides the key while the second was asking its members,
             # then the second's write loses (SQLite: busy for a writer whose snapshot is
             # stale).
@@ -77,8 +77,8 @@ def test_a_keyed_commit_whose_acknowledgement_is_lost_is_answered_as_its_own(
         door, _ = _door(journal)
         decide = door._decide_watched
 
-        async def unacknowledged(panel: Any, spec: Any, run_id: str) -> Any:
-            await decide(panel, spec, run_id)
+        async def unacknowledged(panel: Any, spec: Any, run_id: str, **kw: Any) -> Any:
+            await decide(panel, spec, run_id, **kw)
             raise JournalBusy("journal is locked by another writer")
 
         door._decide_watched = unacknowledged  # type: ignore[method-assign]
@@ -142,15 +142,15 @@ async def test_a_door_whose_run_the_other_door_took_meanwhile_answers_key_in_use
         decided = threading.Event()
         decide_first, decide_second = first._decide_watched, second._decide_watched
 
-        async def deciding_first(panel: Any, spec: Any, run_id: str) -> Any:
+        async def deciding_first(panel: Any, spec: Any, run_id: str, **kw: Any) -> Any:
             try:
-                return await decide_first(panel, spec, run_id)
+                return await decide_first(panel, spec, run_id, **kw)
             finally:
                 decided.set()
 
-        async def deciding_second(panel: Any, spec: Any, run_id: str) -> Any:
+        async def deciding_second(panel: Any, spec: Any, run_id: str, **kw: Any) -> Any:
             assert await asyncio.to_thread(decided.wait, 10)
-            return await decide_second(panel, spec, run_id)  # the run is the first's now
+            return await decide_second(panel, spec, run_id, **kw)  # the run is the first's now
 
         first._decide_watched = deciding_first  # type: ignore[method-assign]
         second._decide_watched = deciding_second  # type: ignore[method-assign]

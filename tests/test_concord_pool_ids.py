@@ -66,8 +66,8 @@ def test_the_options_text_under_its_id_is_the_option() -> None:
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["A", "\uff21", "B", "C1", "x", ""]),
-            st.sampled_from(["plan a", "plan b", "plan d", " plan a "]),
+            st.sampled_from(["A", "\uff21", "B", "C1", "x", "y", ""]),
+            st.sampled_from(["plan a", "plan b", "plan d", " plan a ", "plan a\n"]),
         ),
         min_size=1,
         max_size=3,
@@ -87,8 +87,15 @@ def test_whatever_ids_are_proposed_no_two_candidates_read_alike(
     names = [same_name(c.id) for c in cert.candidates]
     assert len(set(names)) == len(names), names
     pool = {o.id: o.text for o in OPTIONS}
+    by_text = {plan_text(text): oid for oid, text in pool.items()}
     for cand in cert.candidates:
         assert plan_text(pool.get(cand.id, cand.text)) == plan_text(cand.text), cand
+        # a pool option's text is tabled as that option, which table agents can score
+        assert by_text.get(plan_text(cand.text), cand.id) == cand.id, cand
+    # (so no table agent faults on one: only a new plan has no score in the table)
+    unscored = {f.message for s in cert.trajectory for f in s.faults if "no score" in f.message}
+    plans_ = [c.id for c in cert.candidates if plan_text(c.text) in by_text]
+    assert not [c for c in plans_ if f"no score in the table for outcome {c!r}" in unscored]
 
 
 def _tabled(*proposals: Outcome) -> list[tuple[str, str]]:
@@ -105,11 +112,34 @@ def _tabled(*proposals: Outcome) -> list[tuple[str, str]]:
 def test_a_pool_options_text_is_one_plan_whatever_its_outer_white_space() -> None:
     # without an id: the option, under its own text
     assert _tabled(Outcome(text=" plan a\n")) == [("A", "plan a")]
-    # under ids of no option, the second is merged into the first, as new plans are
+    # under ids of no option: the option, and the second merged into it
     assert _tabled(Outcome(id="x", text="plan a\n"), Outcome(id="y", text="plan a")) == [
-        ("x", "plan a\n")
+        ("A", "plan a")
     ]
     # under another option's id: merged into the candidate of its text, not renamed
     assert _tabled(Outcome(id="A", text="plan a"), Outcome(id="B", text="plan a")) == [
         ("A", "plan a")
     ]
+
+
+def test_an_options_text_under_a_foreign_id_before_the_option_is_the_option() -> None:
+    """The text of option A under option B's id or an id of its own, before A is tabled,
+    is A (noted as a proposal without an id is), not a candidate no table agent can
+    score with A tabled again after it."""
+    for forged in ("B", "y", "C1"):
+        for text in ("plan a", "plan a\n"):
+            proposal = Outcome(id=forged, text=text)
+            assert _run(proposal) == [("A", "plan a")], (forged, text)
+            agents = [
+                _Proposer("f", {"R0": 0, "I0": 10, "A": 9, "B": 1}, proposal),
+                _Proposer("g", {"R0": 0, "I0": 10, "A": 9, "B": 1}, OPTIONS[0]),
+            ]
+            cert = negotiate_sync(
+                agents, rejected=REJECTED, ideal=IDEAL, floor=0.7, rounds=0, options=OPTIONS
+            )
+            assert verify(cert.model_dump(mode="json")).valid
+            assert [(c.id, c.author) for c in cert.candidates] == [("A", "f")]
+            notes = cert.trajectory[0].notes
+            assert "f's proposal is the text of option A; tabled as A" in notes
+            assert "g proposed A, already tabled by f; merged" in notes
+            assert not cert.trajectory[0].faults

@@ -40,3 +40,32 @@ def test_a_broken_link_as_the_journal_is_named_so(tmp_path: Path) -> None:
     res = _call(tmp_path, "runs_list", {}, journal=str(tmp_path / "j.sqlite"))
     assert tool_text(res).endswith("(a broken symbolic link) (field 'journal')")
     assert not (tmp_path / "gone.sqlite").exists()
+
+
+@pytest.mark.parametrize(
+    ("tool", "field"), [("decide", "policy"), ("route", "rules"), ("vote", "calibration")]
+)
+def test_a_broken_link_as_a_file_argument_is_named_so(
+    tmp_path: Path, tool: str, field: str
+) -> None:
+    """The ``policy``, ``rules`` and ``calibration`` arguments say a link to no file as
+    the journal argument does; a name with nothing there keeps the plain message."""
+    from pipeline_cases import panel
+
+    os.symlink("gone.yaml", tmp_path / "link.yaml")
+    votes = [{"agent": a, "answer": "yes", "evidence_source": "kb", "evidence_present": True}
+             for a in "ab"]  # fmt: skip
+    base: dict[str, Any] = {
+        "decide": {"panels": [panel("p", ["1", "1"])]},
+        "route": {"panels": [panel("p", ["1", "1"])], "similarity": "tfidf"},
+        "vote": {"cases": [{"id": "q", "votes": votes}]},
+    }[tool]
+    res = _call(tmp_path, tool, {**base, field: "link.yaml"}, journal=str(tmp_path / "j.sqlite"))
+    assert res.is_error
+    assert tool_text(res).endswith(
+        f"field '{field}': no such file under the directory the server serves "
+        "(a broken symbolic link)"
+    )
+    res = _call(tmp_path, tool, {**base, field: "other.yaml"}, journal=str(tmp_path / "j.sqlite"))
+    assert tool_text(res).endswith("no such file under the directory the server serves")
+    assert not (tmp_path / "gone.yaml").exists()

@@ -724,6 +724,20 @@ def _check_spec(
         get_backend(name, cache=False, allow_code=allow_code)
 
 
+def _fresh_run_id(journal: Journal, run_id: str) -> str:
+    """``run_id``, drawn fresh for a command without ``--run-id``, or another when it
+    names a run ``journal`` holds (48 random bits: another run's, not one to resume),
+    :data:`~dissensus.pipeline.FRESH_ATTEMPTS` ids in all, as ``adecide`` draws them."""
+    from dissensus.pipeline import FRESH_ATTEMPTS
+    from dissensus.pipeline.batch import new_run_id
+
+    for _ in range(FRESH_ATTEMPTS - 1):
+        if journal.run(run_id, missing_ok=True) is None:
+            break
+        run_id = new_run_id()
+    return run_id
+
+
 def _check_new_run(
     journal: Journal, run_id: str, output: str | None, json_out: bool, rejects: str | None
 ) -> None:
@@ -823,11 +837,16 @@ def decide_cmd(
     # Standard input is read before the journal is opened: refused whole (gzip, UTF-16,
     # too large), it leaves no journal behind, as the same bytes in a file do.
     stdin = read_stdin() if panels == "-" else None
+    fresh = run_id is None
     run_id = new_run_id() if run_id is None else run_id  # named, whatever stops the start
     with opened_journal(target, must_exist=False) as store:
+        if fresh:
+            run_id = _fresh_run_id(store, run_id)
         _check_new_run(store, run_id, output, json_out, rejects)
         try:
-            info = start_run(store, panels, spec, stdin=stdin, run_id=run_id, lock=True)
+            info = start_run(
+                store, panels, spec, stdin=stdin, run_id=run_id, lock=True, fresh=fresh
+            )
         except KeyboardInterrupt:  # the run may be journalled already: said if it is
             raise typer.Exit(
                 code=_said_interrupted_start(store, run_id, output, json_out, rejects)

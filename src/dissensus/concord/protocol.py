@@ -79,8 +79,10 @@ Choices this module makes:
 * **Proposals** naming an option already tabled (same id and text) are merged into
   that candidate, and so is a proposal without an id whose text is exactly a tabled
   candidate's (two LLM agents writing the same plan: scoring it twice would spend
-  every agent's calls on one outcome). A proposal without an id whose text is exactly a
-  pool option's is that option, tabled under the option's id (noted ``a1's proposal
+  every agent's calls on one outcome). A proposal whose text is a pool option's
+  (exactly, else outer white space aside), without an id or, before the option is
+  tabled, under an id that is not the option's (another option's, one of its own), is
+  that option, tabled under the option's id (noted ``a1's proposal
   is the text of option A; tabled as A``) or merged into it when already tabled,
   whichever agent spoke first: table agents score the option by its id, and an agent
   listed before the option's proposer no longer tabled a copy every agent scored again
@@ -493,10 +495,13 @@ class Negotiation:
         if option_of_id is not None and is_option and self._cand(cid) is None:
             outcome = option_of_id
         adopted = False
-        if cid is None:
-            # No id, the text of a pool option (outer white space aside: a model's
-            # newline writes no other plan): that option (which table agents score by
-            # its id), tabled or merged as if proposed by its id, whoever spoke first.
+        if not is_option:
+            # The text of a pool option (outer white space aside: a model's newline
+            # writes no other plan) under no id, or under an id that is not the
+            # option's (another option's, one of its own): that option (which table
+            # agents score by its id), tabled or merged as if proposed by its id,
+            # whoever spoke first; under any other name it would be a candidate no
+            # table agent can score, and the option tabled again when proposed.
             option = next((o for o in self._options if o.text == outcome.text and o.id), None)
             if option is None:
                 wanted = plan_text(outcome.text)
@@ -506,6 +511,7 @@ class Negotiation:
             held = self._cand(option.id) if option is not None else None
             if option is not None and (held is None or held.text == option.text):
                 cid, adopted, outcome = option.id, held is None, option
+                reserved = False
         existing = self._cand(cid) if cid is not None else None
         if existing is not None and existing.text == outcome.text:
             notes.append(

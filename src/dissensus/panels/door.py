@@ -119,6 +119,7 @@ poll with :meth:`PanelChat.acase` before asking again.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import Callable, Coroutine
@@ -183,14 +184,21 @@ from dissensus.panels.shapes import (
     RequestMessage,
 )
 from dissensus.panels.worker import DecisionThread
-from dissensus.pipeline import CaseRecord, Policy, RunSpec, adecide, new_run_id
+from dissensus.pipeline import (
+    FRESH_ATTEMPTS,
+    CaseRecord,
+    Policy,
+    RunSpec,
+    adecide,
+    new_run_id,
+)
 from dissensus.pipeline.durable import case_step
 from dissensus.pipeline.records import review_id_for
 from dissensus.pipeline.review import final_records, split_ref
 from dissensus.pipeline.shift_watch import EVERY, ShiftWatch
 from dissensus.pipeline.steps import CaseInput
 from dissensus.quoting import quote_short
-from dissensus.store.errors import JournalError
+from dissensus.store.errors import JournalError, RunExists
 from dissensus.store.journal import Journal
 from dissensus.types import Panel, Usage, find_unrepresentable
 
@@ -268,12 +276,25 @@ def _message(message: RequestMessage) -> Message:
 
 
 async def _decide_panel(
-    panel: Panel, spec: RunSpec, *, journal: Journal, run_id: str, cutoff: Cutoff | None = None
+    panel: Panel,
+    spec: RunSpec,
+    *,
+    journal: Journal,
+    run_id: str,
+    cutoff: Cutoff | None = None,
+    fresh: bool = False,
 ) -> CaseRecord:
     """The one call into the pipeline: decide ``panel`` as run ``run_id`` of ``journal``,
-    its model calls under ``cutoff`` (:meth:`PanelChat.adrain`)."""
+    its model calls under ``cutoff`` (:meth:`PanelChat.adrain`); ``fresh``: the id was
+    drawn here, not an idempotency key's (:func:`~dissensus.pipeline.adecide`)."""
     with cut_off_by(cutoff):
-        return await adecide(panel, spec, journal=journal, run_id=run_id)
+        return await adecide(panel, spec, journal=journal, run_id=run_id, fresh=fresh)
+
+
+def _forget(deciding: dict[str, Any], case_id: str, _: object) -> None:
+    """Drop a decision handed off, once done, from those running (its own case id: a
+    request that drew another id keeps the one it then holds)."""
+    deciding.pop(case_id, None)
 
 
 def _after(spec: RunSpec, fan: FanOut) -> RunSpec:
@@ -594,45 +615,64 @@ class PanelChat:
         if fingerprint is not None:
             meta = {**panel.meta, FINGERPRINT_FIELD: fingerprint, ATTEMPT_FIELD: uuid.uuid4().hex}
             panel = panel.model_copy(update={"meta": meta})
-        # The hand-off (no await since the fan-out returned): from here the case is
-        # journalled whatever becomes of this call (module docstring).
-        decision = self._decider.submit(self._decide_watched(panel, _after(self.spec, fan), run_id))
-        self._deciding[case_id] = decision
-        decision.add_done_callback(lambda _: self._deciding.pop(case_id, None))
-        if on_decide is not None:
-            on_decide(case_id, run_id)
-        waiting = asyncio.shield(asyncio.wrap_future(decision))
-        self._waiting.add(waiting)
-        try:
-            record = await waiting
-        except asyncio.CancelledError:
-            if self._abandoned and waiting.cancelled() and not _cancelling():
-                raise unfinished_case(case_id, run_id) from None
-            raise
-        except DissensusError as exc:
-            if fingerprint is not None and run_taken(exc):
-                raise key_in_use(case_id, run_id) from None
-            outage = journal_outage(exc)
-            if outage is None:
-                raise ChatError(
-                    500, f"the pipeline failed: {exc}", type="server_error", code="decide_failed"
-                ) from None
-            if fingerprint is not None:
-                # Another process may have journalled the key's case meanwhile: what the
-                # journal holds is answered only as the key's case, its question checked.
-                return await self._keyed_after_fault(
-                    exc, outage, request, run_id, case_id, fingerprint, panel, fan
-                )
-            record = await self._after_fault(exc, outage, run_id, case_id, keyed=False)
-        finally:
-            self._waiting.discard(waiting)
+        spent = _after(self.spec, fan)
+        last = FRESH_ATTEMPTS - 1 if fingerprint is None else 0
+        for attempt in range(last + 1):
+            # The hand-off (no await since the fan-out returned): from here the case is
+            # journalled whatever becomes of this call (module docstring).
+            decision = self._decider.submit(
+                self._decide_watched(panel, spent, run_id, fresh=fingerprint is None)
+            )
+            self._deciding[case_id] = decision
+            decision.add_done_callback(functools.partial(_forget, self._deciding, case_id))
+            if on_decide is not None:
+                on_decide(case_id, run_id)
+            waiting = asyncio.shield(asyncio.wrap_future(decision))
+            self._waiting.add(waiting)
+            try:
+                record = await waiting
+            except asyncio.CancelledError:
+                if self._abandoned and waiting.cancelled() and not _cancelling():
+                    raise unfinished_case(case_id, run_id) from None
+                raise
+            except DissensusError as exc:
+                if fingerprint is not None and run_taken(exc):
+                    raise key_in_use(case_id, run_id) from None
+                if fingerprint is None and isinstance(exc, RunExists) and attempt < last:
+                    # The id drawn for this request names another run (48 random
+                    # bits): the same answers are decided under another, no member
+                    # asked again.
+                    run_id = new_run_id()
+                    case_id = review_id_for(run_id, 1)
+                    panel = panel.model_copy(update={"id": f"chatcmpl-{run_id}"})
+                    continue
+                outage = journal_outage(exc)
+                if outage is None:
+                    raise ChatError(
+                        500,
+                        f"the pipeline failed: {exc}",
+                        type="server_error",
+                        code="decide_failed",
+                    ) from None
+                if fingerprint is not None:
+                    # Another process may have journalled the key's case meanwhile: what the
+                    # journal holds is answered only as the key's case, its question checked.
+                    return await self._keyed_after_fault(
+                        exc, outage, request, run_id, case_id, fingerprint, panel, fan
+                    )
+                record = await self._after_fault(exc, outage, run_id, case_id, keyed=False)
+            finally:
+                self._waiting.discard(waiting)
+            break
         return self._completion(request, run_id, case_id, panel, fan.reports, fan.usage, record)
 
-    async def _decide_watched(self, panel: Panel, spec: RunSpec, run_id: str) -> CaseRecord:
+    async def _decide_watched(
+        self, panel: Panel, spec: RunSpec, run_id: str, *, fresh: bool = False
+    ) -> CaseRecord:
         """:func:`_decide_panel`, then a step of the shift watch off the decision thread's
         loop (a failed check is logged, never the request's)."""
         record = await _decide_panel(
-            panel, spec, journal=self.journal, run_id=run_id, cutoff=self._cutoff
+            panel, spec, journal=self.journal, run_id=run_id, cutoff=self._cutoff, fresh=fresh
         )
         if self.shift_watch.enabled:
             await asyncio.to_thread(self.shift_watch.step_quietly)

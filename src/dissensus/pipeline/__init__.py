@@ -77,6 +77,7 @@ from dissensus.types import Panel
 T = TypeVar("T")
 
 __all__ = [
+    "FRESH_ATTEMPTS",
     "AcceptanceStep",
     "CalibrationFile",
     "CaseRecord",
@@ -147,6 +148,7 @@ async def adecide(
     journal: Journal | str | os.PathLike[str] | None = None,
     run_id: str | None = None,
     policy_dir: Path | None = None,
+    fresh: bool = False,
 ) -> CaseRecord:
     """Decide one panel (async): a run of one case through the one run loop.
 
@@ -174,7 +176,11 @@ async def adecide(
     the run, its case and ``run.finished`` together (:mod:`dissensus.pipeline.batch`).
     The fresh id made when ``run_id`` is not given is not looked up first: it names no
     run (one taken all the same is refused at that write, and another fresh id is drawn,
-    three in all before :class:`RunExists`).
+    three in all before :class:`RunExists`). A caller that drew ``run_id`` itself with
+    :func:`new_run_id` (a door that names the case before it is decided) says so with
+    ``fresh``: the id is then not looked up either, and a run the journal holds under it
+    is :class:`RunExists` (never a replay, nor "already decided another panel"), for
+    the caller to draw another.
     """
     panel = _panel(panel)
     if policy_dir is not None and not isinstance(policy_dir, str | os.PathLike):
@@ -213,14 +219,14 @@ async def adecide(
     text = panel.model_dump_json() + "\n"
     try:
         if run_id:
-            return await _decide_gated(store, panel, spec, run_id, text, fresh=False)
-        for attempt in range(_FRESH_ATTEMPTS):
+            return await _decide_gated(store, panel, spec, run_id, text, fresh=fresh)
+        for attempt in range(FRESH_ATTEMPTS):
             try:
                 return await _decide_gated(store, panel, spec, new_run_id(), text, fresh=True)
             except RunExists:
                 # A fresh id another run already had (48 random bits): that run is not
                 # this call's, so another id is drawn rather than the chosen id's advice.
-                if attempt == _FRESH_ATTEMPTS - 1:
+                if attempt == FRESH_ATTEMPTS - 1:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
     finally:
@@ -228,8 +234,9 @@ async def adecide(
             store.close()
 
 
-_FRESH_ATTEMPTS = 3
-"""Fresh ids :func:`adecide` draws before a collision is said (:class:`RunExists`)."""
+FRESH_ATTEMPTS = 3
+"""Fresh ids :func:`adecide` (and every door that draws one) tries before a collision
+is said (:class:`RunExists`)."""
 
 
 async def _decide_gated(

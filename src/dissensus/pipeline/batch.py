@@ -195,7 +195,7 @@ from dissensus.pipeline.spec import (
 )
 from dissensus.states import SimilarityBackend
 from dissensus.store import event_types as ev
-from dissensus.store.errors import JournalDamaged, JournalError
+from dissensus.store.errors import JournalDamaged, JournalError, RunExists
 from dissensus.store.journal import Journal, NewEvent, RunInfo
 from dissensus.store.run_header import STARTED_KEY, run_meta
 from dissensus.store.targets import journal_option
@@ -271,6 +271,7 @@ def start_run(
     extra: JsonObject | None = None,
     via: str | None = None,
     lock: bool = False,
+    fresh: bool = False,
     defer: Literal[False] = False,
 ) -> RunInfo: ...
 
@@ -293,6 +294,7 @@ def start_run(
     extra: JsonObject | None = None,
     via: str | None = None,
     lock: bool = False,
+    fresh: bool = False,
     defer: Literal[True],
 ) -> None: ...
 
@@ -315,6 +317,7 @@ def start_run(
     extra: JsonObject | None = None,
     via: str | None = None,
     lock: bool = False,
+    fresh: bool = False,
     defer: bool = ...,
 ) -> RunInfo | None: ...
 
@@ -336,6 +339,7 @@ def start_run(
     extra: JsonObject | None = None,
     via: str | None = None,
     lock: bool = False,
+    fresh: bool = False,
     defer: bool = False,
 ) -> RunInfo | None:
     """Register a new run of ``input_path`` (``"-"``: standard input) or of ``text`` (JSONL
@@ -358,7 +362,10 @@ def start_run(
     end (see the module docstring), for a caller that calls :func:`execute_run` next
     with the same journal object and has checked that ``run_id`` is new (an id this
     journal object is starting already is refused now, one taken in the journal
-    meanwhile at the first write).
+    meanwhile at the first write). ``fresh``: ``run_id`` was drawn by the caller with
+    :func:`new_run_id`, not chosen, so a run the journal holds under it is another's:
+    :class:`~dissensus.store.errors.RunExists` (for the caller to draw again, as
+    :func:`~dissensus.pipeline.adecide` does), not the advice to resume it.
     """
     spec = RunSpec.from_policy(
         policy,
@@ -371,6 +378,8 @@ def start_run(
     spec = _with_shift_hold(journal, spec)
     run_id = new_run_id() if run_id is None else run_id  # "" is refused, not random
     if not defer and journal.run(run_id, missing_ok=True) is not None:
+        if fresh:  # drawn by the caller (new_run_id), not chosen: another is to be drawn
+            raise RunExists(f"run {run_id!r} (a fresh id) names a run the journal holds")
         raise ConfigError(
             f"run {run_id!r} already exists in {journal.path}; resume it with: "
             f"dissensus runs resume {run_id}{journal_option(journal.path)}"

@@ -124,6 +124,10 @@ class RunState:
     for its records, decided without a model call, is one commit."""
     shift: JsonObject | None = None
     """The run's shift check, read from the journal when the run finished."""
+    taken: bool = False
+    """Failed at its first write because its fresh id names a run the journal already
+    holds (another run's; a deferred run): nothing was journalled, and ``POST
+    /v1/decide`` decides the panels again under another fresh id."""
     retry: bool = False
     """Failed because the journal was unreachable or busy, and not known to hold anything
     to resume: ``POST /v1/decide`` answers 503 with ``Retry-After``

@@ -63,7 +63,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from dissensus.io.jsonl import Reject
-from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
+from dissensus.pipeline import (
+    FRESH_ATTEMPTS,
+    CaseRecord,
+    DeadlineReached,
+    RunSpec,
+    execute_run,
+)
 from dissensus.pipeline.batch import new_run_id, start_run
 from dissensus.pipeline.review import final_records
 from dissensus.pipeline.shift import checks_shift
@@ -99,7 +105,7 @@ from dissensus.serve.run_models import (
     reject_of,
 )
 from dissensus.states import EmbeddingBackend, SimilarityBackend, get_backend
-from dissensus.store.errors import JournalError
+from dissensus.store.errors import JournalError, RunExists
 from dissensus.store.journal import Journal, is_postgres_url
 from dissensus.store.targets import journal_option
 from dissensus.types import JsonObject
@@ -205,7 +211,20 @@ class Runner:
         """Journal a new run of ``lines`` (one panel each) and start deciding it; returns
         once ``run.started`` is committed (the journal's error when it cannot be). With
         ``defer`` (a caller that waits for the records) the run is created by its first
-        write instead, and a journal error is the run's."""
+        write instead, and a journal error is the run's. The run's id is fresh
+        (:func:`new_run_id`): one that names a run the journal holds is not this run's,
+        and another is drawn (:data:`~dissensus.pipeline.FRESH_ATTEMPTS` in all; a
+        deferred run's is found at its first write: :attr:`RunState.taken`)."""
+        for attempt in range(FRESH_ATTEMPTS):
+            try:
+                return await self._start(lines, submitted_by=submitted_by, defer=defer)
+            except RunExists:
+                if attempt == FRESH_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _start(self, lines: list[str], *, submitted_by: str, defer: bool) -> RunState:
+        """:meth:`start` under one fresh id."""
         text = "".join(line + "\n" for line in lines)
         extra: JsonObject = {"submitted_by": submitted_by}
         state = RunState(run_id=new_run_id(), total=len(lines), size=len(text), deferred=defer)
@@ -213,7 +232,7 @@ class Runner:
             if self._open_journal is None:  # an in-memory journal: decide on this loop
                 try:
                     start_run(self.journal, None, self.spec, text=text, extra=extra,
-                              via="serve", run_id=state.run_id)  # fmt: skip
+                              via="serve", run_id=state.run_id, fresh=True)  # fmt: skip
                 except Exception as exc:
                     raise _StartFailed(exc) from exc
                 state.started.set_result(None)
@@ -349,6 +368,16 @@ class Runner:
             state.status = "incomplete"
             state.error = str(exc)
         except Exception as exc:  # reported to the client, never swallowed silently
+            if isinstance(exc, RunExists) and state.deferred and not state.records:
+                # A deferred run's fresh id names another run: nothing is journalled,
+                # and the id is not this run's to answer for (POST /v1/decide draws
+                # another).
+                state.status, state.taken, state.error = "failed", True, str(exc)
+                if self._states.get(state.run_id) is state:
+                    del self._states[state.run_id]
+                self._launched.pop(state.run_id, None)
+                state.push(state.status, state.summary())
+                return
             # The status changes with the final event only, after the looks at the
             # journal below: a follower woken meanwhile (by a record) would end its
             # stream on the changed status, without that event.
@@ -439,7 +468,7 @@ class Runner:
                     if not resume:
                         start_run(journal, None, self.spec, text=text, extra=extra,
                                   via="serve", run_id=state.run_id, lock=True,
-                                  defer=state.deferred)  # fmt: skip
+                                  fresh=True, defer=state.deferred)  # fmt: skip
                 except Exception as exc:  # its commit may have gone through
                     outbox.post(started, _StartFailed(exc))
                     raise _NotStarted from None

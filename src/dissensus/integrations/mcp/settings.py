@@ -227,7 +227,12 @@ class _Settings:
             kind = _not_a_file(path)
             if kind is not None:
                 raise ConfigError(f"not a regular file ({kind})", field=field)
-            raise ConfigError("no such file under the directory the server serves", field=field)
+            given = Path(value) if Path(value).is_absolute() else self.root / value
+            # a link `ls` shows, to no file: said so, as for the journal, its target unnamed
+            link = " (a broken symbolic link)" if given.is_symlink() else ""
+            raise ConfigError(
+                f"no such file under the directory the server serves{link}", field=field
+            )
         return str(path)
 
     @contextlib.contextmanager

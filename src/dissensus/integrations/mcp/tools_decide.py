@@ -17,11 +17,11 @@ from dissensus.integrations.mcp.errors import _message, _reported
 from dissensus.integrations.mcp.results import DecideResult, PanelReject, UnfinishedRun
 from dissensus.integrations.mcp.settings import _Settings
 from dissensus.io.jsonl import Reject
-from dissensus.pipeline import DeadlineReached, RunSpec, execute_run
+from dissensus.pipeline import FRESH_ATTEMPTS, DeadlineReached, RunSpec, execute_run
 from dissensus.pipeline.batch import new_run_id, start_run
 from dissensus.pipeline.shift_watch import ShiftWatch
 from dissensus.quoting import SHORT_LIMIT, quote_short
-from dissensus.store import Journal, JournalError
+from dissensus.store import Journal, JournalError, RunExists
 from dissensus.types import Panel
 
 
@@ -53,10 +53,21 @@ async def _decide_panels(
         decided = False
         runs.append(run_id)
         try:
-            start_run(store, None, spec, text=text, via="mcp", run_id=run_id, lock=True, defer=True)
-            async for record in execute_run(store, run_id, on_reject=refused.append):
-                answer.result.append(record)
-                decided = True
+            for attempt in range(FRESH_ATTEMPTS):
+                try:
+                    start_run(store, None, spec, text=text, via="mcp", run_id=run_id,
+                              lock=True, defer=True)  # fmt: skip
+                    async for record in execute_run(store, run_id, on_reject=refused.append):
+                        answer.result.append(record)
+                        decided = True
+                    break
+                except RunExists:
+                    # The fresh id names a run the journal holds (48 random bits): not
+                    # this panel's, so another is drawn, as adecide does.
+                    if decided or attempt == FRESH_ATTEMPTS - 1:
+                        raise
+                    run_id = runs[-1] = new_run_id()
+                    refused.clear()
         except DeadlineReached as exc:  # the run stopped: partial, resumable
             if decided:
                 answer.unfinished.append(

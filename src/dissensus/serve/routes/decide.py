@@ -59,6 +59,7 @@ from starlette.routing import Match, Route
 from starlette.types import Scope
 
 from dissensus.outputs import RUNS_PAGE, RunSummary, run_summaries
+from dissensus.pipeline import FRESH_ATTEMPTS
 from dissensus.pipeline.records import CaseRecord
 from dissensus.serve import journal_errors
 from dissensus.serve.acceptance import AcceptanceStatus, acceptance_status
@@ -152,10 +153,16 @@ async def decide(
     try:
         async with asyncio.timeout(service.settings.request_timeout_s):
             await service.runner.wait(state)
+            for _ in range(FRESH_ATTEMPTS - 1):
+                if not state.taken:
+                    break
+                # Its fresh id named another run: nothing journalled; another id.
+                state = await service.runner.start(jsonl, submitted_by=principal.name, defer=True)
+                await service.runner.wait(state)
     except TimeoutError:
         raise ApiError(
             504,
-            f"the run took longer than {service.settings.request_timeout_s:g} s; it goes on: poll {links['run']}",
+            f"the run took longer than {service.settings.request_timeout_s:g} s; it goes on: poll /v1/runs/{state.run_id}",
             None,
             run_id=state.run_id,
         ) from None
