@@ -875,7 +875,8 @@ def test_an_output_that_cannot_be_written_names_the_resume_command(tmp_path: Pat
     assert len(lines) == 1 and "Traceback" not in res.err, res.err
     assert "cannot write the output file /dev/full: No space left on device" in lines[0]
     run_id = _runs(j)[0]["run_id"]
-    assert f"dissensus runs resume {run_id} --journal {j} --output FILE" in lines[0]
+    # The run's own output file, to write once there is room.
+    assert f"dissensus runs resume {run_id} --journal {j} --output /dev/full" in lines[0]
     out = tmp_path / "out.jsonl"
     assert cli("runs", "resume", run_id, "--journal", j, "--output", out).code == 0
     assert len(out.read_text(encoding="utf-8").splitlines()) == 3
