@@ -18,7 +18,9 @@ with nothing new is timed (median, CPU seconds of the process and wall seconds):
   more run (the run's writing not timed).
 
 Then the memory the four followers keep (``tracemalloc``, after a first read by a new
-desk and watch), in all and per run.
+desk and watch on a journal object of their own, so the runs' heads they share are
+counted), in all and per run, and after another connection journalled one more run and
+they read it.
 
 Usage::
 
@@ -127,17 +129,25 @@ def timed(
     return statistics.median(cpu), statistics.median(wall)
 
 
-def kept_bytes(journal: Journal) -> int:
-    """Bytes a new desk's and watch's followers keep after their first read."""
-    gc.collect()
-    tracemalloc.start()
-    desk, cases = ReviewDesk(journal, claim_ttl_s=60), JudgedCases()
-    followers(desk, cases)()
-    gc.collect()
-    size = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
-    del desk, cases
-    return size
+def kept_bytes(path: str, other: Journal, first: int) -> tuple[int, int]:
+    """Bytes a new desk's and watch's followers keep after their first read of a journal
+    object of their own (whose shared heads are theirs alone), and after another
+    connection journalled one more run (numbered ``first``) and they read it."""
+    with Journal(path) as journal:
+        gc.collect()
+        tracemalloc.start()
+        desk, cases = ReviewDesk(journal, claim_ttl_s=60), JudgedCases()
+        read = followers(desk, cases)
+        read()
+        gc.collect()
+        size = tracemalloc.get_traced_memory()[0]
+        build(other, 1, first)
+        read()
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        del desk, cases, read
+    return size, after
 
 
 def main() -> None:
@@ -185,8 +195,9 @@ def main() -> None:
                 f"one new run (another connection), four followers: {cpu * 1000:.2f} ms CPU, "
                 f"{wall * 1000:.2f} ms wall"
             )
-            size = kept_bytes(journal)
+            size, after = kept_bytes(path, other, runs + args.repeat)
             print(f"kept by the four followers: {size / 1e6:.1f} MB, {size / runs:.0f} bytes a run")
+            print(f"kept after one new run (another connection): {after / 1e6:.1f} MB")
 
 
 if __name__ == "__main__":

@@ -75,9 +75,11 @@ decide differently.
   every decide run's case records and every run's start once (minutes at 20,000 runs
   deciding with the LLMBar file), then only what changed; a restart starts afresh. What
   is remembered grows with the journal's runs, not capped but for the search texts (the
-  bullet above): 23 MB at 20,000 runs each holding one automatic decision and one
-  review item, the shift watch's judged cases included (1.1 kB a run; the runs' heads
-  and order are held once), plus one copy of each acceptance file.
+  bullet above): 31 MB at 20,000 runs each holding one automatic decision and one
+  review item, the shift watch's judged cases included (1.6 kB a run), 32 MB once
+  another connection journalled one more run and it was read (the runs' ids and hashes
+  are held once, shared by the heads, their order and what each follower read of each
+  run), plus one copy of each acceptance file.
 * "Resolved today" counts a reviewer's ``review.resolved`` events since midnight UTC
   (an undone resolution still counts: it was work done).
 * **Undo** goes through :func:`dissensus.pipeline.review.reopen` with the token's name

@@ -70,12 +70,20 @@ Choices this module makes:
   connection opened (as every read of that connection reads it). Inside a write
   transaction of the journal object there is no version, and the heads are read.
 * **Heads shared.** The followers of one journal object (the review desk's, the shift
-  watch's in the same process) share one read of the runs' heads and of their order
+  watch's in the same process) share the reads of the runs' heads and of their order
   (:class:`SharedHeads`, kept by the journal object): a follower reads them only when
-  what was committed since they were last read changed; those of a kind are picked
-  from them, one list per kind, so the runs' ids and hashes are held once, not once per
-  follower. Without a version each read reads the heads (and, when they changed, the
-  order) itself.
+  what was committed since they were last read changed. The heads of a run kind are
+  read with the kind (``WHERE kind = ?``), so a follower of one kind reads only its
+  kind's rows; when every run's heads are read at that version (a follower of every
+  run read them, or did at the last version, in which case they are read first), those
+  of a kind are picked from them. Rows are shared, not copied: a kind's heads picked
+  are the rows of every run's, every run's read after a kind's reuse the kind's rows
+  where equal, the order's ids are those of the heads, and after a commit the heads
+  and order read before are kept when they begin the new ones unchanged (new runs come
+  last), so the runs' ids and hashes the followers keep are then held once (a run
+  changed among them has its rows read anew, and the runs after it are then held
+  twice until the followers read them again). Without a version each read reads the
+  heads (and, when they changed, the order) itself.
 """
 
 from __future__ import annotations
@@ -114,39 +122,55 @@ Head = tuple[Any, ...]
 
 
 class SharedHeads:
-    """The runs' heads, and their order, as one journal object's followers last read
-    them, with the back end's version of that read (see the module docstring): followers
-    reading at the same version take them from here. Used inside a snapshot only (under
-    the back end's lock)."""
+    """The runs' heads, and their order, of each run kind as one journal object's
+    followers last read them, with the back end's version of that read (see the module
+    docstring): followers reading at the same version take them from here. Used inside a
+    snapshot only (under the back end's lock)."""
 
-    __slots__ = ("_kinds", "_orders", "_rows", "_version")
+    __slots__ = ("_kinds", "_last", "_orders", "_version")
 
     def __init__(self) -> None:
         self._version: Hashable | None = None
-        self._rows: list[Head] = []
         self._kinds: dict[str | None, list[Head]] = {}
         self._orders: dict[str | None, tuple[str, ...]] = {}
+        self._last: tuple[dict[str | None, list[Head]], dict[str | None, tuple[str, ...]]]
+        self._last = ({}, {})
 
-    def _at(self, backend: Backend, version: Hashable | None) -> list[Head] | None:
-        """Keep what is read at ``version`` from now on (read the heads again unless
-        they were read at it); the heads read now when there is no version."""
-        if version is not None and version == self._version:
-            return None
-        rows = backend.values(_HEADS)
+    def _kept(self, version: Hashable | None) -> bool:
+        """Whether what is read at ``version`` is kept (there is a version); what was
+        kept at another version is then only the one to take unchanged rows from."""
         if version is None:
-            return rows
-        self._version, self._rows, self._kinds, self._orders = version, rows, {}, {}
-        return None
+            return False
+        if version != self._version:
+            self._last = (self._kinds, self._orders) if self._kinds else self._last
+            self._version, self._kinds, self._orders = version, {}, {}
+        return True
 
     def read(self, backend: Backend, version: Hashable | None, kind: str | None) -> list[Head]:
         """The heads of the runs (of ``kind`` only, when given) in the snapshot open,
         whose version is ``version``: those read at that version, else read now."""
-        rows = self._at(backend, version)
-        if rows is not None:
-            return _of_kind(rows, kind)
+        if not self._kept(version):
+            return _read_heads(backend, kind)
         found = self._kinds.get(kind)
-        if found is None:
-            found = self._kinds[kind] = _of_kind(self._rows, kind)
+        if found is not None:
+            return found
+        if kind is not None and None not in self._kinds and None in self._last[0]:
+            # Every run's heads were read at the last version too: read them once.
+            self.read(backend, version, None)
+        every = self._kinds.get(None)
+        if kind is not None and every is not None:
+            # Every run's heads were read at this version: the kind's are picked.
+            found = [row for row in every if row[4] == kind]
+        else:
+            found = _read_heads(backend, kind)
+            last = self._last[0].get(kind)
+            if last and found[: len(last)] == last:
+                # The heads read before, unchanged, then new ones: those read before
+                # are kept (their ids and hashes are the followers'), not copies.
+                found = last + found[len(last) :]
+            if kind is None and self._kinds:
+                found = _shared_rows(found, self._kinds)
+        self._kinds[kind] = found
         return found
 
     def order(
@@ -154,17 +178,54 @@ class SharedHeads:
     ) -> tuple[str, ...]:
         """The runs (of ``kind`` only, when given) in the journal's order, in the
         snapshot open, whose version is ``version`` (read at that version once)."""
-        if version is None or version != self._version:
+        if not self._kept(version):
             return _read_order(backend, kind)
         found = self._orders.get(kind)
         if found is None:
-            found = self._orders[kind] = _read_order(backend, kind)
+            found = _read_order(backend, kind)
+            last = self._last[1].get(kind)
+            same = len(last) if last and found[: len(last)] == last else 0
+            # The ids of the heads read at this version (those read before, unchanged,
+            # then the others'), not a copy of each.
+            found = (last[:same] if last else ()) + _ids_of(found[same:], self._kinds.get(kind, ()))
+            self._orders[kind] = found
         return found
 
 
-def _of_kind(rows: list[Head], kind: str | None) -> list[Head]:
-    """The heads of ``rows`` of runs of ``kind`` (``None``: every run)."""
-    return rows if kind is None else [row for row in rows if row[4] == kind]
+def _shared_rows(rows: list[Head], kinds: Mapping[str | None, list[Head]]) -> list[Head]:
+    """``rows`` (every run's heads), each the row of its kind's heads in ``kinds`` where
+    that row is equal and comes next in the kind's order (both are in the table's order),
+    not a copy of it."""
+    at: dict[Any, int] = {}
+    shared: list[Head] = []
+    for row in rows:
+        of_kind = kinds.get(row[4])
+        i = at.get(row[4], 0)
+        if of_kind is not None and i < len(of_kind) and of_kind[i] == row:
+            row = of_kind[i]
+            at[row[4]] = i + 1
+        shared.append(row)
+    return shared
+
+
+def _ids_of(ids: tuple[str, ...], heads: Sequence[Head]) -> tuple[str, ...]:
+    """``ids``, each the string of its head in ``heads`` where it has one (the heads are
+    looked at from the last, new runs being there, until every id was found)."""
+    wanted = set(ids)
+    found: dict[str, str] = {}
+    for row in reversed(heads):
+        if len(found) == len(wanted):
+            break
+        if row[0] in wanted:
+            found[row[0]] = row[0]
+    return tuple(found.get(run_id, run_id) for run_id in ids)
+
+
+def _read_heads(backend: Backend, kind: str | None) -> list[Head]:
+    """The heads of the runs (of ``kind`` only, when given), in the table's order."""
+    if kind is None:
+        return backend.values(_HEADS)
+    return backend.values(_HEADS + " WHERE kind = ?", (kind,))
 
 
 def _read_order(backend: Backend, kind: str | None) -> tuple[str, ...]:
