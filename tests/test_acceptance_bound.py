@@ -51,6 +51,16 @@ def test_cp_upper_refuses_what_has_no_bound(errors: int, delta: float, said: str
         clopper_pearson_upper(errors, 10, delta)
 
 
+@pytest.mark.parametrize("target", [1.0, 1.5, float("inf"), float("nan")])
+def test_fewest_tested_refuses_a_target_no_count_meets(target: float) -> None:
+    """At target 1 the search for the fewest cases never ended."""
+    from dissensus.acceptance.bound import fewest_tested
+    from dissensus.errors import InputError
+
+    with pytest.raises(InputError, match="target is"):
+        fewest_tested(target, 0.1)
+
+
 def test_cp_upper_known_value() -> None:
     from dissensus.acceptance import clopper_pearson_upper
 

@@ -92,7 +92,11 @@ DEFAULT_GRID = 200
 def fewest_tested(target: float, delta: float) -> int:
     """Fewest accepted cases a tested threshold needs: the first ``n`` at which
     ``floor(n * (1 - target) / 2)`` errors pass the Clopper–Pearson bound (found in a
-    few dozen bounds, whatever the target: the library takes any target below 1)."""
+    few dozen bounds, whatever the target: the library takes any target below 1). A
+    target of 1 or more (or not a number) is an :class:`~dissensus.errors.InputError`
+    naming it: no count of cases meets it, and the search would not end."""
+    if not target < 1.0:  # nan fails too
+        raise InputError(f"target is {target}: a precision target is below 1")
     allowed = 1.0 - target
 
     def errors(n: int) -> int:
